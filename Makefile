@@ -1,0 +1,63 @@
+# Rampart — the two commands are `make run` and `make test`; everything else is a building block.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Optional: an index URL serving CPU-only torch wheels (torch is only needed to export/train models).
+TORCH_INDEX ?=
+DATA ?= ../shared/data
+OUT ?= out
+
+STAMP := $(VENV)/.installed
+.DEFAULT_GOAL := help
+
+help:  ## List targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+system-deps:  ## Debian packages the build needs (venv, compiler headers)
+	@if ! $(PY) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
+		echo "installing python3-venv"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq python3-venv python3-dev; \
+	fi
+
+$(STAMP): pyproject.toml requirements/constraints.txt | system-deps
+	@echo "== installing Python dependencies into $(VENV) (first run: a few minutes)"
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
+	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[build,eval,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## Create .venv with pinned dependencies
+
+models: install  ## Export the packaged models to ONNX (.rampart/models)
+	$(BIN)/rampart models build
+
+run: models  ## Install, build models, ingest samples/, create demo keys, serve on 127.0.0.1:8080
+	$(BIN)/rampart demo seed --samples samples
+	$(BIN)/rampart serve
+
+lint: install  ## ruff + mypy
+	$(BIN)/ruff check services tests samples
+	$(BIN)/ruff format --check services tests samples
+	$(BIN)/mypy
+
+test: models lint  ## Install, build models, lint, run unit + integration tests
+	$(BIN)/pytest -q -m "unit or integration"
+
+test-unit: install
+	$(BIN)/pytest -q -m unit
+
+eval: models  ## SciFact + HotpotQA-500 tables (reads $(DATA); writes $(OUT)/)
+	mkdir -p $(OUT)
+	$(BIN)/rampart eval $(DATA)/scifact --split test --json $(OUT)/scifact-test.json
+	$(BIN)/rampart eval $(DATA)/hotpotqa_dev500/beir --split test --json $(OUT)/hotpotqa-test.json
+
+lock:  ## Re-pin requirements/constraints.txt from the current venv
+	$(BIN)/pip freeze --exclude-editable | sed -E 's/\+cpu$$//' | grep -v '^rampart' > requirements/constraints.txt
+
+clean:  ## Remove the venv and local data
+	rm -rf $(VENV) .rampart
+
+.PHONY: help system-deps install models run lint test test-unit eval lock clean

@@ -1,0 +1,431 @@
+"""``rampart``: the command line (typer + rich). Every command builds settings once and passes them on."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from services.common.errors import RampartError
+from services.common.settings import RampartSettings
+from services.common.telemetry import configure_logging
+from services.common.types import Acl, Document, FusionMethod, Principal
+
+if TYPE_CHECKING:
+    from services.orchestrator.runtime import Runtime
+
+app = typer.Typer(help="Rampart: a corruption-resistant enterprise search gateway.", no_args_is_help=True)
+models_app = typer.Typer(help="Build the models Rampart serves.", no_args_is_help=True)
+keys_app = typer.Typer(help="Manage API keys (stored hashed).", no_args_is_help=True)
+demo_app = typer.Typer(help="The sample corpus shipped in samples/.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(keys_app, name="keys")
+app.add_typer(demo_app, name="demo")
+console = Console(stderr=True)
+out = Console()
+
+
+def _settings() -> RampartSettings:
+    settings = RampartSettings()
+    configure_logging(settings.log_level, settings.log_format)
+    return settings
+
+
+def _fail(exc: RampartError) -> typer.Exit:
+    console.print(f"[red]error[/red] ({exc.code.value}): {exc.message}")
+    return typer.Exit(code=2)
+
+
+def _split(values: str) -> list[str]:
+    return [v.strip() for v in values.split(",") if v.strip()]
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+# ---- models ---------------------------------------------------------------------------------------
+@models_app.command("build")
+def models_build(force: Annotated[bool, typer.Option(help="Rebuild even if up to date")] = False) -> None:
+    """Export the packaged models to ONNX under RAMPART_MODELS_DIR (needs the [build] extra)."""
+    from services.models.build import build_models
+
+    settings = _settings()
+    try:
+        built = build_models(settings.models_dir, force=force, progress=lambda m: console.print(f"• {m}"))
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    for name, path in built.items():
+        console.print(f"[green]ready[/green] {name}: {path}")
+
+
+# ---- serve ----------------------------------------------------------------------------------------
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default from settings: 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8080)")] = None,
+) -> None:
+    """Serve the HTTP gateway on the embedded default (one process, index on local disk)."""
+    import uvicorn
+
+    from services.gateway.api_keys import ApiKeyStore
+    from services.gateway.app import create_app
+    from services.orchestrator.runtime import Runtime
+
+    settings = _settings()
+    try:
+        runtime = Runtime.open(settings)
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    keys = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
+    if not keys.list():
+        console.print(
+            "[yellow]no API keys yet[/yellow]: create one with `rampart keys create --tenant T --user U`"
+        )
+    bind_host = host or settings.gateway.host
+    bind_port = port or settings.gateway.port
+    console.print(
+        f"[green]serving[/green] http://{bind_host}:{bind_port}  (OpenAPI: /docs)  {runtime.index.stats()}"
+    )
+    try:
+        uvicorn.run(create_app(runtime, keys), host=bind_host, port=bind_port, log_config=None)
+    finally:
+        runtime.close()
+
+
+def _pepper(settings: RampartSettings) -> str | None:
+    return settings.key_pepper.get_secret_value() if settings.key_pepper else None
+
+
+# ---- ingest ----------------------------------------------------------------------------------------
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (folders are walked recursively)")],
+    tenant: Annotated[str, typer.Option(help="Tenant the documents belong to")],
+    groups: Annotated[
+        str, typer.Option(help="Default ACL groups, comma-separated ('*' = whole tenant)")
+    ] = "*",
+    users: Annotated[str, typer.Option(help="Default ACL users, comma-separated")] = "",
+    batch_size: Annotated[int, typer.Option(min=1, max=1024)] = 32,
+    recursive: Annotated[bool, typer.Option(help="Walk folders recursively")] = True,
+) -> None:
+    """Index files (txt, md, html, pdf, docx); a <file>.meta.json sidecar sets title/ACL/metadata."""
+    from services.cli.files import discover, load
+    from services.orchestrator.runtime import Runtime
+
+    settings = _settings()
+    for p in paths:
+        if not p.exists():
+            console.print(f"[red]error[/red]: {p} does not exist")
+            raise typer.Exit(code=2)
+    try:
+        default_acl = Acl(users=_split(users), groups=_split(groups))
+        runtime = Runtime.open(settings)
+    except ValueError as exc:
+        console.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(code=2) from exc
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    files = list(discover(paths, recursive=recursive))
+    failures: list[tuple[str, str]] = []
+    counts = {"indexed": 0, "unchanged": 0, "failed": 0}
+    try:
+        with _progress() as bar:
+            task = bar.add_task(f"ingesting into tenant {tenant}", total=len(files))
+            batch: list[Document] = []
+            for root, f in files:
+                loaded = load(root, f, tenant=tenant, default_acl=default_acl)
+                if loaded.document is None:
+                    failures.append((str(f), loaded.error or "unreadable"))
+                    counts["failed"] += 1
+                    bar.advance(task)
+                    continue
+                batch.append(loaded.document)
+                if len(batch) >= batch_size:
+                    _ingest_batch(runtime, batch, counts, failures, bar, task)
+                    batch = []
+            if batch:
+                _ingest_batch(runtime, batch, counts, failures, bar, task)
+    finally:
+        runtime.close()
+    console.print(
+        f"[green]{counts['indexed']} indexed[/green], {counts['unchanged']} unchanged, "
+        f"[{'red' if counts['failed'] else 'green'}]{counts['failed']} failed[/]"
+    )
+    if failures:
+        table = Table("file", "reason", title="failed", title_style="red")
+        for name, reason in failures:
+            table.add_row(name, reason)
+        console.print(table)
+        raise typer.Exit(code=1)
+
+
+def _ingest_batch(
+    runtime: Runtime,
+    batch: list[Document],
+    counts: dict[str, int],
+    failures: list[tuple[str, str]],
+    bar: Progress,
+    task: TaskID,
+) -> None:
+    from services.ingest.service import Outcome
+
+    for r in runtime.ingest.ingest(batch):
+        if r.outcome is Outcome.INDEXED:
+            counts["indexed"] += 1
+        elif r.outcome is Outcome.UNCHANGED:
+            counts["unchanged"] += 1
+        else:
+            counts["failed"] += 1
+            failures.append((r.id, r.error or r.outcome.value))
+        bar.advance(task)
+
+
+# ---- search ----------------------------------------------------------------------------------------
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to search for")],
+    tenant: Annotated[str, typer.Option(help="Search as a principal of this tenant")],
+    user: Annotated[str, typer.Option(help="Search as this user")] = "cli",
+    groups: Annotated[str, typer.Option(help="The principal's groups, comma-separated")] = "",
+    top_k: Annotated[int, typer.Option(min=1, max=1000)] = 5,
+    method: Annotated[FusionMethod | None, typer.Option(help="minmax, zscore or rrf")] = None,
+    bm25_weight: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="dense weight = 1 - this")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+) -> None:
+    """Search the local index as a given principal (ACLs apply exactly as over HTTP)."""
+    from services.orchestrator.runtime import Runtime
+
+    settings = _settings()
+    try:
+        who = Principal(tenant=tenant, user=user, groups=_split(groups), scopes=["search"])
+        runtime = Runtime.open(settings)
+    except ValueError as exc:
+        console.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(code=2) from exc
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    try:
+        weights = None if bm25_weight is None else {"bm25": bm25_weight, "dense": 1.0 - bm25_weight}
+        params = runtime.search.params(top_k=top_k, method=method, weights=weights)
+        outcome = runtime.search.search(query, who, params)
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    finally:
+        runtime.close()
+    if as_json:
+        out.print_json(json.dumps([h.model_dump(mode="json") for h in outcome.hits]))
+        return
+    table = Table("#", "document", "section", "bm25", "dense", "fused", "text", title=f"“{query}”")
+    for i, h in enumerate(outcome.hits, start=1):
+        s = h.scores
+        table.add_row(
+            str(i),
+            h.chunk.doc_id,
+            " > ".join(h.chunk.section_path),
+            f"{s['bm25']:.2f}" if s.get("bm25") is not None else "-",
+            f"{s['dense']:.3f}" if s.get("dense") is not None else "-",
+            f"{h.fused:.3f}",
+            h.chunk.text[:160].replace("\n", " ") + "…",
+        )
+    out.print(table)
+    if not outcome.hits:
+        out.print("[yellow]no results[/yellow] (nothing matches, or this principal may not read what does)")
+
+
+# ---- eval ------------------------------------------------------------------------------------------
+@app.command("eval")
+def evaluate(
+    data_dir: Annotated[
+        Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+    ],
+    split: Annotated[str, typer.Option(help="qrels split to score (tune on train, report test)")] = "test",
+    pipelines: Annotated[
+        str, typer.Option(help="Comma-separated pipelines")
+    ] = "bm25,dense,hybrid-minmax,hybrid-zscore,hybrid-rrf",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here")] = None,
+    png_out: Annotated[Path | None, typer.Option("--png", help="Bar chart (default: next to --json)")] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Index cache (default <data_dir setting>/eval-cache)")
+    ] = None,
+) -> None:
+    """Index a BEIR dataset (cached by content hash) and report nDCG@10, Recall@100, MRR@10, latency."""
+    from services.evaluation.beir import load_beir
+    from services.evaluation.report import EvalReport, plot_bars, render_table, write_json
+    from services.evaluation.runner import PipelineSpec, evaluate_pipelines
+    from services.retrieval.embedder import build_embedder
+
+    settings = _settings()
+    try:
+        dataset = load_beir(data_dir, split)
+        specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
+        embedder = build_embedder(settings)
+        with _progress() as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def progress(name: str, done: int, total: int) -> None:
+                if name not in tasks:
+                    tasks[name] = bar.add_task(name, total=total)
+                bar.update(tasks[name], completed=done)
+
+            summary, _, info = evaluate_pipelines(
+                dataset,
+                settings,
+                embedder,
+                specs,
+                cache_dir or settings.data_dir / "eval-cache",
+                progress=progress,
+            )
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    report = EvalReport(
+        dataset=dataset.name,
+        split=split,
+        num_queries=len(dataset.queries),
+        num_docs=len(dataset.corpus),
+        command="rampart " + " ".join(sys.argv[1:]),
+        pipelines=summary,
+    )
+    out.print(render_table(report))
+    if info.get("failed"):
+        console.print(f"[yellow]{info['failed']} corpus documents could not be indexed[/yellow]")
+    if json_out:
+        write_json(report, json_out)
+        png = png_out or json_out.with_suffix(".png")
+        plot_bars(report, png)
+        console.print(f"wrote {json_out} and {png}")
+    elif png_out:
+        plot_bars(report, png_out)
+
+
+# ---- keys ------------------------------------------------------------------------------------------
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option()],
+    user: Annotated[str, typer.Option()],
+    groups: Annotated[str, typer.Option(help="Comma-separated groups")] = "",
+    scopes: Annotated[str, typer.Option(help="search, ingest, admin (comma-separated)")] = "search",
+    label: Annotated[str, typer.Option()] = "",
+) -> None:
+    """Create an API key; it is printed once (stdout) and only its hash is stored."""
+    from services.gateway.api_keys import ApiKeyStore
+
+    settings = _settings()
+    store = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
+    try:
+        who = Principal(tenant=tenant, user=user, groups=_split(groups), scopes=_split(scopes))
+        key, record = store.create(who, label=label)
+    except ValueError as exc:
+        console.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(code=2) from exc
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    console.print(f"created key {record.id} for {tenant}/{user}; store it now, it is not shown again:")
+    out.print(key, highlight=False)
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    from services.gateway.api_keys import ApiKeyStore
+
+    settings = _settings()
+    table = Table("id", "tenant", "user", "groups", "scopes", "label", "created", "revoked")
+    for k in ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings)).list():
+        p = k.principal
+        table.add_row(
+            k.id,
+            p.tenant,
+            p.user,
+            ",".join(p.groups),
+            ",".join(p.scopes),
+            k.label,
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(k.created_at)),
+            "yes" if k.revoked else "",
+        )
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument()]) -> None:
+    from services.gateway.api_keys import ApiKeyStore
+
+    settings = _settings()
+    if not ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings)).revoke(key_id):
+        console.print(f"[red]error[/red]: no key {key_id!r}; see `rampart keys list`")
+        raise typer.Exit(code=2)
+    console.print(f"revoked {key_id}")
+
+
+# ---- demo ------------------------------------------------------------------------------------------
+DEMO_PRINCIPALS = [
+    ("acme", "alice", "eng", "search"),
+    ("acme", "bob", "hr", "search"),
+    ("acme", "carol", "exec,finance", "search"),
+    ("acme", "dana", "", "search"),
+    ("acme", "admin", "", "search,ingest"),
+    ("globex", "erin", "ops", "search"),
+    ("globex", "frank", "finance", "search"),
+]
+
+
+@demo_app.command("seed")
+def demo_seed(
+    samples: Annotated[Path, typer.Option(help="The samples folder (one subfolder per tenant)")] = Path(
+        "samples"
+    ),
+) -> None:
+    """Ingest samples/<tenant>/ for each tenant and create demo API keys (once) in <data_dir>/demo-keys.env."""
+    from services.gateway.api_keys import ApiKeyStore
+
+    settings = _settings()
+    for tenant_dir in sorted(p for p in samples.iterdir() if p.is_dir()):
+        try:
+            ingest([tenant_dir], tenant=tenant_dir.name)
+        except typer.Exit as exc:
+            if exc.exit_code not in (0, None):
+                raise
+    keys_file = settings.data_dir / "demo-keys.env"
+    if keys_file.exists():
+        console.print(f"demo keys already in {keys_file}")
+        return
+    store = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
+    lines = []
+    for tenant, user, groups, scopes in DEMO_PRINCIPALS:
+        key, _ = store.create(
+            Principal(tenant=tenant, user=user, groups=_split(groups), scopes=_split(scopes)), label="demo"
+        )
+        lines.append(f"{tenant.upper()}_{user.upper()}_KEY={key}")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(keys_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    console.print(f"demo API keys written to {keys_file} (mode 600); try:")
+    console.print(
+        f"  . {keys_file} && curl -s -H \"Authorization: Bearer $ACME_ALICE_KEY\" -H 'content-type: application/json' "
+        '-d \'{"query": "how many vacation days do I get"}\' http://127.0.0.1:8080/v1/search'
+    )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

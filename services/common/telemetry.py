@@ -1,0 +1,66 @@
+"""Logging (structured key-value, JSON or console) with request/tenant ids attached by one filter.
+
+OpenTelemetry tracing arrives with the distributed stack; the ids set here are what it will join.
+Never log secrets or document/query text: call sites pass ids and counts in ``extra``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+from typing import Any
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+tenant_id: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id", default="")
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class ContextFilter(logging.Filter):
+    """Adds the current request and tenant ids to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        record.tenant = tenant_id.get()
+        return True
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD and v not in ("", None)}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        body: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **_extras(record),
+        }
+        if record.exc_info:
+            body["exc"] = self.formatException(record.exc_info)
+        return json.dumps(body, default=str)
+
+
+class ConsoleFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        pairs = " ".join(f"{k}={v}" for k, v in _extras(record).items())
+        line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        line = f"{line} {pairs}" if pairs else line
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure_logging(level: str = "INFO", fmt: str = "console") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else ConsoleFormatter())
+    handler.addFilter(ContextFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("httpx", "uvicorn.access", "faiss.loader", "pypdf"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

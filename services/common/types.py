@@ -1,0 +1,215 @@
+"""Domain types shared by every stage: documents, principals, chunks and search hits.
+
+Kept as pydantic models so the same definitions validate HTTP input, travel between services and
+document the API. Anything a stage adds later (verdicts, grades) extends these, never copies them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+# Identifiers appear in index terms, file names and URLs: keep them boring.
+IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/\-]{0,254}$"
+Ident = Annotated[str, StringConstraints(pattern=IDENT_PATTERN)]
+NAME_PATTERN = r"^[A-Za-z0-9*][A-Za-z0-9._@\-]{0,127}$"
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+EVERYONE = "*"
+"""Group every principal of a tenant belongs to: ``acl.groups = ["*"]`` shares with the whole tenant."""
+
+MetadataValue = str | int | float | bool
+
+
+class Strict(BaseModel):
+    """Base for wire types: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Acl(Strict):
+    """Who may read a document. A reader needs their user id in ``users`` or a group in ``groups``."""
+
+    users: list[Name] = Field(default_factory=list, max_length=1000)
+    groups: list[Name] = Field(default_factory=list, max_length=1000)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Acl:
+        if not self.users and not self.groups:
+            raise ValueError(
+                "acl is empty, so nobody could ever read this document; "
+                'list readers in acl.users / acl.groups, or use acl.groups = ["*"] for the whole tenant'
+            )
+        return self
+
+    def tokens(self) -> list[str]:
+        """Index terms for this ACL (``u:<user>``, ``g:<group>``)."""
+        return sorted({f"u:{u}" for u in self.users} | {f"g:{g}" for g in self.groups})
+
+
+class Principal(Strict):
+    """The authenticated caller: every search is evaluated as one."""
+
+    tenant: Name
+    user: Name
+    groups: list[Name] = Field(default_factory=list)
+    scopes: list[str] = Field(default_factory=lambda: ["search"])
+
+    def acl_tokens(self) -> list[str]:
+        """Index terms that grant this principal access: its user, its groups and ``*``."""
+        return sorted({f"u:{self.user}", f"g:{EVERYONE}"} | {f"g:{g}" for g in self.groups})
+
+    def can(self, scope: str) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
+class Document(Strict):
+    """A source document as submitted. ``(id, version)`` makes ingest idempotent."""
+
+    id: Ident
+    version: int = Field(default=1, ge=0, description="Higher replaces lower; equal is a no-op.")
+    tenant: Name
+    acl: Acl
+    source: str = Field(default="", max_length=2048, description="Where it came from (URL, path).")
+    title: str = Field(default="", max_length=1024)
+    text: str | None = Field(
+        default=None, description="Inline content: plain text, or Markdown/HTML when content_type says so."
+    )
+    content_base64: str | None = Field(
+        default=None, description="Binary content (PDF, DOCX, or any text format), base64-encoded."
+    )
+    content_type: str | None = Field(
+        default=None,
+        description="text/plain, text/markdown, text/html, application/pdf or the DOCX type; "
+        "guessed from source's extension or the content when omitted.",
+    )
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("text")
+    @classmethod
+    def _has_text(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("text is blank; send the document's content, or delete the document instead")
+        return v
+
+    @model_validator(mode="after")
+    def _one_payload(self) -> Document:
+        if (self.text is None) == (self.content_base64 is None):
+            raise ValueError("send exactly one of text (inline) or content_base64 (a file's bytes)")
+        return self
+
+    def payload(self) -> bytes | str:
+        """The content to parse: ``str`` for inline text, ``bytes`` for a base64 file."""
+        if self.text is not None:
+            return self.text
+        try:
+            return base64.b64decode(self.content_base64 or "", validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"content_base64 is not valid base64 ({exc}); encode the file's bytes") from exc
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_keys(cls, v: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
+        for key in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}", key):
+                raise ValueError(f"metadata key {key!r} is not a simple name (letters, digits, _ . -)")
+        return v
+
+
+class Section(BaseModel):
+    """A run of text under one heading path, as recovered by a parser."""
+
+    path: list[str] = Field(default_factory=list)
+    text: str
+
+
+class ParsedDocument(BaseModel):
+    """Parser output: plain text split into sections, with the title if the format carries one."""
+
+    title: str = ""
+    sections: list[Section]
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(s.text for s in self.sections)
+
+
+class Chunk(BaseModel):
+    """A retrievable unit: ``header`` + ``text`` is what both indexes see."""
+
+    chunk_id: str
+    doc_id: str
+    tenant: str
+    ordinal: int
+    title: str = ""
+    section_path: list[str] = Field(default_factory=list)
+    header: str = ""
+    text: str
+    source: str = ""
+    version: int = 1
+
+    @property
+    def indexed_text(self) -> str:
+        return f"{self.header}\n{self.text}" if self.header else self.text
+
+
+class DocumentState(StrEnum):
+    PENDING = "pending"
+    INDEXED = "indexed"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+class DocumentStatus(BaseModel):
+    id: str
+    tenant: str
+    version: int
+    state: DocumentState
+    chunks: int = 0
+    error: str | None = None
+    updated_at: float
+
+
+class Retriever(StrEnum):
+    BM25 = "bm25"
+    DENSE = "dense"
+
+
+class FusionMethod(StrEnum):
+    MINMAX = "minmax"
+    ZSCORE = "zscore"
+    RRF = "rrf"
+
+
+class SearchFilters(Strict):
+    """Restrictions applied inside both searches, on top of the tenant + ACL filter."""
+
+    doc_ids: list[Ident] = Field(default_factory=list, max_length=1000)
+    sources: list[str] = Field(default_factory=list, max_length=100)
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict, max_length=16, description="Exact-match on document metadata fields."
+    )
+
+    def is_empty(self) -> bool:
+        return not (self.doc_ids or self.sources or self.metadata)
+
+
+class ScoredChunk(BaseModel):
+    """One fused result, with what each retriever thought of it."""
+
+    chunk: Chunk
+    scores: dict[str, float | None] = Field(
+        description="Raw score per retriever (null: that retriever did not score it)."
+    )
+    ranks: dict[str, int | None] = Field(default_factory=dict)
+    fused: float
+
+
+def metadata_summary(meta: dict[str, Any]) -> dict[str, MetadataValue]:
+    """Keep only scalar metadata values (what the index can store and filter on)."""
+    return {k: v for k, v in meta.items() if isinstance(v, str | int | float | bool)}

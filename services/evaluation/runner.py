@@ -1,0 +1,223 @@
+"""``rampart eval``: index a BEIR folder into a fresh embedded index (cached), run pipelines, score.
+
+The index is built through the product's own ingest path (parse → contextual chunks → embed →
+index), so the figures measure what users run. Chunk hits are aggregated to documents by their
+best chunk (MaxP) before scoring, since BEIR judges documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common.errors import invalid
+from services.common.settings import RampartSettings
+from services.common.types import Acl, Document, FusionMethod, Principal
+from services.evaluation.beir import BeirDataset, iter_corpus
+from services.evaluation.metrics import evaluate_run_per_query, latency_summary
+from services.ingest.chunker import build_chunker
+from services.ingest.service import IngestService, Outcome
+from services.retrieval.embedded_index import EmbeddedIndex
+from services.retrieval.embedder import Embedder
+from services.retrieval.hybrid import HybridRetriever, SearchParams
+
+EVAL_TENANT = "eval"
+EVAL_PRINCIPAL = Principal(tenant=EVAL_TENANT, user="evaluator", groups=[], scopes=["search"])
+DEFAULT_PIPELINES = ("bm25", "dense", "hybrid-minmax", "hybrid-zscore", "hybrid-rrf")
+METRICS = ("ndcg@10", "recall@100", "mrr@10")
+DOC_DEPTH = 100  # documents scored per query (Recall@100)
+CHUNK_DEPTH = 300  # chunks retrieved per query before MaxP aggregation to documents
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """``bm25``, ``dense`` or ``hybrid-<minmax|zscore|rrf>[:<bm25 weight>]``."""
+
+    name: str
+    weights: dict[str, float]
+    method: FusionMethod
+
+    @classmethod
+    def parse(cls, spec: str, settings: RampartSettings) -> PipelineSpec:
+        base, _, weight = spec.partition(":")
+        if base == "bm25":
+            return cls(spec, {"bm25": 1.0, "dense": 0.0}, FusionMethod.MINMAX)
+        if base == "dense":
+            return cls(spec, {"bm25": 0.0, "dense": 1.0}, FusionMethod.MINMAX)
+        if base.startswith("hybrid-"):
+            try:
+                method = FusionMethod(base.removeprefix("hybrid-"))
+            except ValueError:
+                raise invalid(
+                    f"unknown fusion in pipeline {spec!r}; use hybrid-minmax, hybrid-zscore or hybrid-rrf"
+                ) from None
+            if weight:
+                try:
+                    w = float(weight)
+                except ValueError:
+                    raise invalid(f"bad weight in pipeline {spec!r}; write e.g. hybrid-minmax:0.4") from None
+                if not 0.0 <= w <= 1.0:
+                    raise invalid(f"weight {w} in pipeline {spec!r} must be within [0, 1]")
+                weights = {"bm25": w, "dense": 1.0 - w}
+            else:
+                weights = {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
+            return cls(spec, weights, method)
+        raise invalid(
+            f"unknown pipeline {spec!r}; choose from {', '.join(DEFAULT_PIPELINES)} (hybrid-*:W sets the BM25 weight)"
+        )
+
+
+def index_cache_key(dataset: BeirDataset, settings: RampartSettings, embedder: Embedder) -> str:
+    """Content hash of the corpus + everything that changes the index (model, chunking, BM25)."""
+    config = (
+        settings.chunking.model_dump_json()
+        + settings.index.model_dump_json(include={"vector_kind"})
+        + embedder.model_id
+    )
+    h = hashlib.sha256(config.encode()).hexdigest()[:10]
+    return f"{dataset.name}-{dataset.content_hash()[:12]}-{h}"
+
+
+@contextmanager
+def eval_index(
+    dataset: BeirDataset,
+    settings: RampartSettings,
+    embedder: Embedder,
+    cache_root: Path,
+    *,
+    progress: Progress | None = None,
+    batch_size: int = 128,
+) -> Iterator[tuple[EmbeddedIndex, dict[str, int]]]:
+    """Open the cached index for this corpus + config, building it first if needed."""
+    root = cache_root / index_cache_key(dataset, settings, embedder)
+    ready = root / "READY"
+    info = {"built": 0, "failed": 0}
+    if not ready.exists():
+        if root.exists():
+            shutil.rmtree(root)  # an interrupted build: start over
+        index = EmbeddedIndex.open(root / "index", dim=embedder.dim, settings=settings.index)
+        try:
+            ingest = IngestService(
+                index,
+                embedder,
+                build_chunker(settings.chunking, embedder),
+                max_document_bytes=settings.gateway.max_document_bytes,
+            )
+            acl = Acl(groups=["*"])
+            total = len(dataset.corpus)
+            batch: list[Document] = []
+            done = 0
+
+            def flush() -> None:
+                nonlocal done
+                results = ingest.ingest(batch)
+                info["failed"] += sum(r.outcome not in (Outcome.INDEXED, Outcome.UNCHANGED) for r in results)
+                done += len(batch)
+                batch.clear()
+                if progress:
+                    progress("index", done, total)
+
+            for doc in iter_corpus(dataset.path):
+                text = doc.text if doc.text.strip() else doc.title
+                if not text.strip():
+                    info["failed"] += 1
+                    continue
+                batch.append(
+                    Document(
+                        id=doc.doc_id,
+                        tenant=EVAL_TENANT,
+                        acl=acl,
+                        title=doc.title,
+                        text=text,
+                        content_type="text/plain",
+                        source=dataset.name,
+                    )
+                )
+                if len(batch) >= batch_size:
+                    flush()
+            if batch:
+                flush()
+            info["built"] = 1
+            ready.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        except BaseException:
+            index.close()
+            raise
+    else:
+        index = EmbeddedIndex.open(root / "index", dim=embedder.dim, settings=settings.index)
+    try:
+        yield index, info
+    finally:
+        index.close()
+
+
+def maxp(hits: Sequence[tuple[str, float]], depth: int = DOC_DEPTH) -> dict[str, float]:
+    """Document score = its best chunk's score (hits arrive best first)."""
+    out: dict[str, float] = {}
+    for doc_id, score in hits:
+        if doc_id not in out:
+            out[doc_id] = score
+            if len(out) >= depth:
+                break
+    return out
+
+
+def run_pipeline(
+    retriever: HybridRetriever,
+    dataset: BeirDataset,
+    spec: PipelineSpec,
+    settings: RampartSettings,
+    *,
+    progress: Progress | None = None,
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """``(run, latencies_ms)``; latency covers query embedding + both searches + fusion."""
+    params = SearchParams.from_settings(
+        settings.fusion,
+        top_k=CHUNK_DEPTH,
+        method=spec.method,
+        weights=spec.weights,
+        candidates=max(settings.fusion.candidates, CHUNK_DEPTH),
+    )
+    run: dict[str, dict[str, float]] = {}
+    latencies: list[float] = []
+    total = len(dataset.queries)
+    for i, (qid, query) in enumerate(dataset.queries.items(), start=1):
+        t0 = time.perf_counter()
+        outcome = retriever.search(query, EVAL_PRINCIPAL, params)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        run[qid] = maxp([(h.chunk.doc_id, h.fused) for h in outcome.hits])
+        if progress and (i % 25 == 0 or i == total):
+            progress(spec.name, i, total)
+    return run, latencies
+
+
+def evaluate_pipelines(
+    dataset: BeirDataset,
+    settings: RampartSettings,
+    embedder: Embedder,
+    specs: Sequence[PipelineSpec],
+    cache_root: Path,
+    *,
+    progress: Progress | None = None,
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], dict[str, int]]:
+    """``(summary per pipeline, per-query metrics per pipeline, index info)``."""
+    summary: dict[str, dict[str, float]] = {}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    with eval_index(dataset, settings, embedder, cache_root, progress=progress) as (index, info):
+        retriever = HybridRetriever(index, embedder)
+        for spec in specs:
+            run, latencies = run_pipeline(retriever, dataset, spec, settings, progress=progress)
+            pq = evaluate_run_per_query(dataset.qrels, run, METRICS)
+            per_query[spec.name] = pq
+            summary[spec.name] = {
+                **{m: sum(v.values()) / max(len(v), 1) for m, v in pq.items()},
+                **latency_summary(latencies),
+            }
+        info = {**info, **index.stats()}
+    return summary, per_query, info

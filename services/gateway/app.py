@@ -1,0 +1,291 @@
+"""The HTTP gateway (FastAPI): authentication, limits, errors as ``{code, message, details}``.
+
+``create_app(runtime)`` takes already-built dependencies (see :class:`Runtime`); nothing here reads
+the environment or builds models.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.common import telemetry
+from services.common.errors import ErrorCode, RampartError
+from services.common.types import DocumentStatus, Principal
+from services.gateway.api_keys import ApiKeyStore
+from services.gateway.rate_limit import RateLimiter
+from services.gateway.schemas import (
+    DeleteResponse,
+    ErrorBody,
+    IngestRequest,
+    IngestResponse,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+)
+from services.ingest.service import Outcome
+from services.orchestrator.runtime import Runtime
+from services.retrieval.fusion import Bounds
+
+log = logging.getLogger(__name__)
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 429, 503)
+}
+
+
+def _error(exc: RampartError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
+
+
+def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
+    settings = runtime.settings.gateway
+    limiter = RateLimiter(settings.rate_limit_per_minute)
+    registry = CollectorRegistry()
+    latency = Histogram(
+        "rampart_http_request_seconds", "Gateway request latency", ["route", "status"], registry=registry
+    )
+    errors = Counter("rampart_http_errors_total", "Gateway errors by code", ["code"], registry=registry)
+
+    app = FastAPI(
+        title="Rampart",
+        version="0.1.0",
+        description="Corruption-resistant enterprise search gateway. Authenticate with "
+        "`Authorization: Bearer rk_…` (create keys with `rampart keys create`).",
+    )
+
+    @app.middleware("http")
+    async def limits_and_ids(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        request.state.request_id = request_id[:64]
+        telemetry.request_id.set(request.state.request_id)
+        started = time.perf_counter()
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
+            errors.labels(ErrorCode.PAYLOAD_TOO_LARGE.value).inc()
+            response: Response = _error(
+                RampartError(
+                    ErrorCode.PAYLOAD_TOO_LARGE,
+                    f"request body of {length} bytes exceeds the limit of {settings.max_body_bytes}; "
+                    "send smaller batches",
+                    limit=settings.max_body_bytes,
+                )
+            )
+        else:
+            response = await call_next(request)
+        response.headers["x-request-id"] = request.state.request_id
+        route = request.scope.get("route")
+        latency.labels(getattr(route, "path", "unmatched"), str(response.status_code)).observe(
+            time.perf_counter() - started
+        )
+        return response
+
+    @app.exception_handler(RampartError)
+    async def rampart_error(request: Request, exc: RampartError) -> JSONResponse:
+        errors.labels(exc.code.value).inc()
+        headers = (
+            {"retry-after": str(int(exc.details.get("retry_after_s", 1)) + 1)}
+            if (exc.code is ErrorCode.RATE_LIMITED)
+            else None
+        )
+        if exc.code is ErrorCode.UNAUTHENTICATED:
+            headers = {"www-authenticate": "Bearer"}
+        return _error(exc, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {
+                "field": ".".join(str(p) for p in e.get("loc", ())),
+                "problem": e.get("msg", ""),
+                "type": e.get("type", ""),
+            }
+            for e in exc.errors()[:20]
+        ]
+        errors.labels(ErrorCode.INVALID_ARGUMENT.value).inc()
+        first = problems[0] if problems else {"field": "body", "problem": "invalid"}
+        return _error(
+            RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"invalid request: {first['field']}: {first['problem']}",
+                errors=problems,
+            )
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.INVALID_ARGUMENT}.get(
+            exc.status_code, ErrorCode.INTERNAL
+        )
+        body = RampartError(code, str(exc.detail)).to_dict()
+        return JSONResponse(body, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", extra={"request_id": getattr(request.state, "request_id", "")})
+        errors.labels(ErrorCode.INTERNAL.value).inc()
+        return _error(
+            RampartError(
+                ErrorCode.INTERNAL, "internal error; the request id in x-request-id identifies it in the logs"
+            )
+        )
+
+    def principal(request: Request) -> Principal:
+        header = request.headers.get("authorization", "")
+        key = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key")
+        key_id, who = keys.authenticate(key)
+        ok, wait = limiter.allow(key_id)
+        if not ok:
+            raise RampartError(
+                ErrorCode.RATE_LIMITED,
+                f"rate limit of {settings.rate_limit_per_minute} requests/minute exceeded; retry later",
+                retry_after_s=round(wait, 2),
+            )
+        telemetry.tenant_id.set(who.tenant)
+        return who
+
+    def require(who: Principal, scope: str) -> None:
+        if not who.can(scope):
+            raise RampartError(
+                ErrorCode.PERMISSION_DENIED,
+                f"this API key lacks the '{scope}' scope; create a key with --scopes {scope}",
+            )
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], responses={503: {"model": ErrorBody}})
+    async def readyz() -> dict[str, Any]:
+        """Readiness: models loaded and index open."""
+        stats = await run_in_threadpool(runtime.index.stats)
+        return {"status": "ready", "embedder": runtime.embedder.model_id, "index": stats}
+
+    @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/documents", tags=["documents"], response_model=IngestResponse, responses=ERROR_RESPONSES)
+    async def ingest(body: IngestRequest, who: Principal = Depends(principal)) -> IngestResponse:
+        """Index a batch of documents (idempotent by id + version). One result per document."""
+        require(who, "ingest")
+        if len(body.documents) > settings.max_batch_documents:
+            raise RampartError(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"batch of {len(body.documents)} documents exceeds the limit of "
+                f"{settings.max_batch_documents}; split it",
+            )
+        docs = []
+        for d in body.documents:
+            if d.tenant is not None and d.tenant != who.tenant:
+                raise RampartError(
+                    ErrorCode.PERMISSION_DENIED,
+                    f"document {d.id!r} names tenant {d.tenant!r}, but this key belongs to tenant "
+                    f"{who.tenant!r}; omit tenant or use a key of that tenant",
+                )
+            docs.append(d.model_copy(update={"tenant": who.tenant}))
+        results = await run_in_threadpool(runtime.ingest.ingest, docs)
+        return IngestResponse(
+            results=results,
+            indexed=sum(r.outcome is Outcome.INDEXED for r in results),
+            unchanged=sum(r.outcome is Outcome.UNCHANGED for r in results),
+            failed=sum(r.outcome in (Outcome.FAILED, Outcome.REJECTED) for r in results),
+        )
+
+    @app.get(
+        "/v1/documents/{doc_id}/status",
+        tags=["documents"],
+        response_model=DocumentStatus,
+        responses=ERROR_RESPONSES,
+    )
+    async def status(doc_id: str, who: Principal = Depends(principal)) -> DocumentStatus:
+        """Ingest state of a document in the caller's tenant (needs the ingest scope)."""
+        require(who, "ingest")
+        st = await run_in_threadpool(runtime.index.status, who.tenant, doc_id)
+        if st is None:
+            raise RampartError(ErrorCode.NOT_FOUND, f"no document {doc_id!r} in tenant {who.tenant!r}")
+        return st
+
+    @app.delete(
+        "/v1/documents/{doc_id}", tags=["documents"], response_model=DeleteResponse, responses=ERROR_RESPONSES
+    )
+    async def delete(doc_id: str, who: Principal = Depends(principal)) -> DeleteResponse:
+        """Remove a document from every index of the caller's tenant."""
+        require(who, "ingest")
+        deleted = await run_in_threadpool(runtime.index.delete, who.tenant, doc_id)
+        if not deleted:
+            raise RampartError(ErrorCode.NOT_FOUND, f"no document {doc_id!r} in tenant {who.tenant!r}")
+        return DeleteResponse(id=doc_id, deleted=True)
+
+    @app.post("/v1/search", tags=["search"], response_model=SearchResponse, responses=ERROR_RESPONSES)
+    async def search(
+        body: SearchRequest, request: Request, who: Principal = Depends(principal)
+    ) -> SearchResponse:
+        """Hybrid search over the chunks the caller may read (tenant + ACL filtered inside the index)."""
+        require(who, "search")
+        if body.tenant is not None and body.tenant != who.tenant:
+            raise RampartError(
+                ErrorCode.PERMISSION_DENIED,
+                f"this key belongs to tenant {who.tenant!r} and cannot search tenant {body.tenant!r}",
+            )
+        if body.top_k > settings.max_top_k:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"top_k={body.top_k} exceeds the limit of {settings.max_top_k}; ask for fewer results",
+                limit=settings.max_top_k,
+            )
+        if len(body.query) > settings.max_query_chars:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"query is {len(body.query)} characters, the limit is {settings.max_query_chars}",
+            )
+        f = body.fusion
+        params = runtime.search.params(
+            top_k=body.top_k,
+            method=f.method if f else None,
+            weights=f.weights if f else None,
+            rrf_k=f.rrf_k if f else None,
+            candidates=f.candidates if f else None,
+            fill_missing=f.fill_missing if f else None,
+            bounds={k: Bounds(v.low, v.high) for k, v in f.bounds.items()} if f and f.bounds else None,
+            filters=body.filters,
+        )
+        outcome = await run_in_threadpool(runtime.search.search, body.query, who, params)
+        return SearchResponse(
+            query=body.query,
+            results=[
+                SearchHit(
+                    rank=i + 1,
+                    chunk_id=h.chunk.chunk_id,
+                    doc_id=h.chunk.doc_id,
+                    title=h.chunk.title,
+                    section_path=h.chunk.section_path,
+                    header=h.chunk.header,
+                    text=h.chunk.text,
+                    source=h.chunk.source,
+                    version=h.chunk.version,
+                    scores=h.scores,
+                    ranks=h.ranks,
+                    fused=h.fused,
+                )
+                for i, h in enumerate(outcome.hits)
+            ],
+            candidates=outcome.candidates,
+            timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
+            request_id=request.state.request_id,
+        )
+
+    return app

@@ -1,0 +1,85 @@
+"""HTTP request/response models of the gateway (the OpenAPI document is generated from these)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from services.common.types import Document, FusionMethod, Name, SearchFilters, Strict
+from services.ingest.service import IngestResult
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. invalid_argument")
+    message: str = Field(description="What is wrong and how to fix it")
+    details: dict[str, object] = Field(default_factory=dict)
+
+
+class DocumentIn(Document):
+    tenant: Name | None = Field(  # type: ignore[assignment]
+        default=None, description="Defaults to the caller's tenant; any other tenant is refused (403)."
+    )
+
+
+class IngestRequest(Strict):
+    documents: list[DocumentIn] = Field(min_length=1, description="A batch; each is handled on its own.")
+
+
+class IngestResponse(BaseModel):
+    results: list[IngestResult]
+    indexed: int
+    unchanged: int
+    failed: int
+
+
+class BoundsIn(Strict):
+    low: float | None = None
+    high: float | None = None
+
+
+class FusionOptions(Strict):
+    method: FusionMethod | None = Field(default=None, description="minmax (default), zscore or rrf")
+    weights: dict[str, float] | None = Field(
+        default=None, description='Per retriever, e.g. {"bm25": 0.5, "dense": 0.5}; 0 disables one'
+    )
+    rrf_k: int | None = Field(default=None, ge=1, le=10_000)
+    candidates: int | None = Field(default=None, ge=1, le=2000, description="Per-retriever depth")
+    fill_missing: bool | None = None
+    bounds: dict[str, BoundsIn] | None = Field(
+        default=None, description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}'
+    )
+
+
+class SearchRequest(Strict):
+    query: str = Field(min_length=1, description="Free text")
+    top_k: int = Field(default=10, ge=1, description="Number of chunks to return (capped by the server)")
+    tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
+    filters: SearchFilters | None = None
+    fusion: FusionOptions | None = None
+
+
+class SearchHit(BaseModel):
+    rank: int
+    chunk_id: str
+    doc_id: str
+    title: str
+    section_path: list[str]
+    header: str
+    text: str
+    source: str
+    version: int
+    scores: dict[str, float | None] = Field(description="Raw score per retriever")
+    ranks: dict[str, int | None] = Field(description="Rank in each retriever's own list (null: not found)")
+    fused: float
+
+
+class SearchResponse(BaseModel):
+    query: str
+    results: list[SearchHit]
+    candidates: dict[str, int]
+    timings_ms: dict[str, float]
+    request_id: str
+
+
+class DeleteResponse(BaseModel):
+    id: str
+    deleted: bool

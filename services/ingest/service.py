@@ -1,0 +1,222 @@
+"""Ingest: validate → parse → contextual chunks → embed (one batched call) → index.
+
+Idempotent by ``(id, version)``: the same version with the same content is ``unchanged``; the same
+version with different content is a conflict (bump the version); a lower version is ``stale``.
+Every document accepted ends ``indexed`` or ``failed`` with a reason — per document, so one bad
+file never sinks its batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from services.common.errors import ErrorCode, RampartError
+from services.common.types import Chunk, Document, DocumentState, ParsedDocument
+from services.ingest.chunker import Chunker
+from services.ingest.parsing import parse_bytes, parse_text
+from services.retrieval.doc_store import ChunkWrite, DocumentWrite
+from services.retrieval.embedder import Embedder
+from services.retrieval.index import SearchIndex
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    INDEXED = "indexed"
+    UNCHANGED = "unchanged"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+class IngestResult(BaseModel):
+    id: str
+    version: int
+    outcome: Outcome
+    chunks: int = 0
+    error: str | None = None
+    code: str | None = None
+
+
+@dataclass
+class _Prepared:
+    doc: Document
+    content_hash: str
+    parsed: ParsedDocument | None = None
+
+
+def content_hash(doc: Document) -> str:
+    """What makes two submissions of one version "the same": content, title, ACL, metadata, source."""
+    h = hashlib.sha256()
+    payload = doc.payload()
+    h.update(payload.encode() if isinstance(payload, str) else payload)
+    h.update(doc.model_dump_json(include={"title", "acl", "metadata", "source", "content_type"}).encode())
+    return h.hexdigest()
+
+
+class IngestService:
+    def __init__(
+        self, index: SearchIndex, embedder: Embedder, chunker: Chunker, *, max_document_bytes: int
+    ) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.chunker = chunker
+        self.max_document_bytes = max_document_bytes
+
+    def ingest(
+        self, docs: Sequence[Document], *, on_done: Callable[[IngestResult], None] | None = None
+    ) -> list[IngestResult]:
+        """Index a batch; returns one result per input document, in order."""
+        started = time.perf_counter()
+        results: dict[int, IngestResult] = {}
+        todo: list[tuple[int, _Prepared]] = []
+        seen: set[tuple[str, str]] = set()
+        for i, doc in enumerate(docs):
+            key = (doc.tenant, doc.id)
+            if key in seen:
+                results[i] = self._rejected(
+                    doc, ErrorCode.INVALID_ARGUMENT, "document id repeated in one batch"
+                )
+                continue
+            seen.add(key)
+            prepared, rejection = self._admit(doc)
+            if rejection is not None:
+                results[i] = rejection
+            elif prepared is not None:
+                todo.append((i, prepared))
+
+        # Parse and chunk each document; failures are per document.
+        writes: list[tuple[int, Document, list[Chunk], str]] = []
+        for i, p in todo:
+            try:
+                p.parsed = self._parse(p.doc)
+                chunks = self.chunker.chunk(
+                    p.doc.id,
+                    p.doc.tenant,
+                    p.parsed,
+                    title=p.doc.title or p.parsed.title,
+                    source=p.doc.source,
+                    version=p.doc.version,
+                )
+                if not chunks:
+                    raise RampartError(ErrorCode.INVALID_ARGUMENT, "no text to index after parsing")
+                writes.append((i, p.doc, chunks, p.content_hash))
+            except RampartError as exc:
+                results[i] = self._fail(p.doc, exc.code, exc.message)
+            except Exception as exc:  # a parser/chunker bug must not lose the rest of the batch
+                log.exception("ingest failed", extra={"doc_id": p.doc.id, "tenant": p.doc.tenant})
+                results[i] = self._fail(p.doc, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+        if writes:
+            try:
+                self._embed_and_write(writes)
+                for i, doc, chunks, _ in writes:
+                    results[i] = IngestResult(
+                        id=doc.id, version=doc.version, outcome=Outcome.INDEXED, chunks=len(chunks)
+                    )
+            except Exception as exc:
+                log.exception("index write failed", extra={"documents": len(writes)})
+                reason = exc.message if isinstance(exc, RampartError) else f"{type(exc).__name__}: {exc}"
+                for i, doc, _, _ in writes:
+                    results[i] = self._fail(doc, ErrorCode.UNAVAILABLE, f"index write failed: {reason}")
+
+        ordered = [results[i] for i in range(len(docs))]
+        if on_done is not None:
+            for r in ordered:
+                on_done(r)
+        log.info(
+            "ingest batch",
+            extra={
+                "documents": len(docs),
+                "indexed": sum(r.outcome is Outcome.INDEXED for r in ordered),
+                "failed": sum(r.outcome in (Outcome.FAILED, Outcome.REJECTED) for r in ordered),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return ordered
+
+    def _admit(self, doc: Document) -> tuple[_Prepared | None, IngestResult | None]:
+        try:
+            payload = doc.payload()
+        except ValueError as exc:
+            return None, self._rejected(doc, ErrorCode.INVALID_ARGUMENT, str(exc))
+        size = len(payload.encode()) if isinstance(payload, str) else len(payload)
+        if size > self.max_document_bytes:
+            return None, self._rejected(
+                doc,
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"document is {size} bytes, the limit is {self.max_document_bytes} "
+                "(RAMPART_GATEWAY__MAX_DOCUMENT_BYTES); split it or raise the limit",
+            )
+        digest = content_hash(doc)
+        current = self.index.current(doc.tenant, doc.id)
+        if current is not None and current[2] is not DocumentState.DELETED:
+            version, stored_hash, state = current
+            if doc.version < version:
+                return None, self._rejected(
+                    doc,
+                    ErrorCode.CONFLICT,
+                    f"version {doc.version} is older than the stored version {version}; send a version "
+                    f">= {version}",
+                )
+            if doc.version == version and state is DocumentState.INDEXED:
+                if stored_hash == digest:
+                    return None, IngestResult(id=doc.id, version=doc.version, outcome=Outcome.UNCHANGED)
+                return None, self._rejected(
+                    doc,
+                    ErrorCode.CONFLICT,
+                    f"version {version} is already indexed with different content; send version "
+                    f"{version + 1} to replace it",
+                )
+        self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.PENDING)
+        return _Prepared(doc, digest), None
+
+    def _parse(self, doc: Document) -> ParsedDocument:
+        payload = doc.payload()
+        if isinstance(payload, str):
+            return parse_text(payload, doc.content_type or "text/plain")
+        return parse_bytes(payload, filename=doc.source or None, content_type=doc.content_type)
+
+    def _embed_and_write(self, writes: list[tuple[int, Document, list[Chunk], str]]) -> None:
+        flat = [c for _, _, chunks, _ in writes for c in chunks]
+        vectors = self.embedder.embed([c.indexed_text for c in flat])
+        row = 0
+        batch: list[DocumentWrite] = []
+        for _, doc, chunks, digest in writes:
+            filled = []
+            for c in chunks:
+                filled.append(ChunkWrite(c, self.index.token_length(c.indexed_text), vectors[row]))
+                row += 1
+            batch.append(
+                DocumentWrite(
+                    tenant=doc.tenant,
+                    doc_id=doc.id,
+                    version=doc.version,
+                    content_hash=digest,
+                    title=chunks[0].title if chunks else doc.title,
+                    source=doc.source,
+                    acl=doc.acl,
+                    metadata=dict(doc.metadata),
+                    chunks=filled,
+                )
+            )
+        self.index.write(batch)
+
+    def _fail(self, doc: Document, code: ErrorCode, message: str) -> IngestResult:
+        self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.FAILED, error=message)
+        return IngestResult(
+            id=doc.id, version=doc.version, outcome=Outcome.FAILED, error=message, code=code.value
+        )
+
+    @staticmethod
+    def _rejected(doc: Document, code: ErrorCode, message: str) -> IngestResult:
+        """Refused before any state change: the stored document (if any) is untouched."""
+        return IngestResult(
+            id=doc.id, version=doc.version, outcome=Outcome.REJECTED, error=message, code=code.value
+        )

@@ -1,0 +1,369 @@
+"""SQLite store: the source of truth for documents, chunks, ACLs, vectors and ingest status.
+
+Both search indexes (tantivy, faiss) are derived from it and can be rebuilt from it without
+re-embedding, which is what makes the embedded index safe to reopen after a crash: SQLite's WAL
+gives atomic commits, and :meth:`EmbeddedIndex.open` reconciles the derived indexes on start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from services.common.types import Acl, Chunk, DocumentState, DocumentStatus, SearchFilters
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    tenant TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    content_hash TEXT NOT NULL DEFAULT '',
+    title TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT '',
+    acl_json TEXT NOT NULL DEFAULT '{}',
+    metadata_json TEXT NOT NULL DEFAULT '{}',
+    chunks INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (tenant, doc_id)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    cid INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    ordinal INTEGER NOT NULL,
+    chunk_json TEXT NOT NULL,
+    token_len INTEGER NOT NULL DEFAULT 0,
+    vector BLOB NOT NULL,
+    UNIQUE (tenant, doc_id, ordinal)
+);
+CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (tenant, doc_id);
+CREATE TABLE IF NOT EXISTS acl (
+    tenant TEXT NOT NULL,
+    token TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    PRIMARY KEY (tenant, token, doc_id)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    cid: int
+    chunk: Chunk
+    token_len: int
+
+
+@dataclass(frozen=True)
+class ChunkWrite:
+    """A chunk ready to store: its analysed length (for BM25) and its embedding."""
+
+    chunk: Chunk
+    token_len: int
+    vector: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class DocumentWrite:
+    tenant: str
+    doc_id: str
+    version: int
+    content_hash: str
+    title: str
+    source: str
+    acl: Acl
+    metadata: dict[str, object]
+    chunks: Sequence[ChunkWrite]
+
+
+class DocStore:
+    """Thread-safe wrapper over one SQLite file (one connection, serialised by a lock)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # ---- documents -------------------------------------------------------------------------
+    def get_status(self, tenant: str, doc_id: str) -> DocumentStatus | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT doc_id, tenant, version, state, chunks, error, updated_at FROM documents "
+                "WHERE tenant=? AND doc_id=?",
+                (tenant, doc_id),
+            ).fetchone()
+        if row is None:
+            return None
+        return DocumentStatus(
+            id=row[0],
+            tenant=row[1],
+            version=row[2],
+            state=DocumentState(row[3]),
+            chunks=row[4],
+            error=row[5],
+            updated_at=row[6],
+        )
+
+    def get_version(self, tenant: str, doc_id: str) -> tuple[int, str, DocumentState] | None:
+        """``(version, content_hash, state)`` of the stored document, if any."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT version, content_hash, state FROM documents WHERE tenant=? AND doc_id=?",
+                (tenant, doc_id),
+            ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), DocumentState(row[2]))
+
+    def mark(
+        self,
+        tenant: str,
+        doc_id: str,
+        version: int,
+        state: DocumentState,
+        *,
+        error: str | None = None,
+        content_hash: str = "",
+    ) -> None:
+        """Record a state without touching chunks (pending on accept, failed with a reason)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO documents (tenant, doc_id, version, state, error, content_hash, updated_at) "
+                "VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant, doc_id) DO UPDATE SET "
+                "version=excluded.version, state=excluded.state, error=excluded.error, "
+                "content_hash=CASE WHEN excluded.content_hash='' THEN documents.content_hash "
+                "ELSE excluded.content_hash END, updated_at=excluded.updated_at",
+                (tenant, doc_id, version, state.value, error, content_hash, time.time()),
+            )
+
+    def mark_many(self, keys: Sequence[tuple[str, str]], state: DocumentState) -> None:
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE documents SET state=?, error=NULL, updated_at=? WHERE tenant=? AND doc_id=?",
+                [(state.value, time.time(), t, d) for t, d in keys],
+            )
+
+    def write_documents(self, docs: Sequence[DocumentWrite]) -> tuple[list[int], list[int]]:
+        """Replace the chunks/ACL of each document in one transaction; state becomes ``pending``.
+
+        Returns ``(removed_cids, added_cids)`` so the derived indexes can apply the same change.
+        """
+        removed: list[int] = []
+        added: list[int] = []
+        now = time.time()
+        with self._tx() as db:
+            for d in docs:
+                removed += [
+                    r[0]
+                    for r in db.execute(
+                        "SELECT cid FROM chunks WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id)
+                    )
+                ]
+                db.execute("DELETE FROM chunks WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
+                db.execute("DELETE FROM acl WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
+                db.executemany(
+                    "INSERT INTO acl (tenant, token, doc_id) VALUES (?,?,?)",
+                    [(d.tenant, tok, d.doc_id) for tok in d.acl.tokens()],
+                )
+                for cw in d.chunks:
+                    cur = db.execute(
+                        "INSERT INTO chunks (tenant, doc_id, ordinal, chunk_json, token_len, vector) "
+                        "VALUES (?,?,?,?,?,?)",
+                        (
+                            d.tenant,
+                            d.doc_id,
+                            cw.chunk.ordinal,
+                            cw.chunk.model_dump_json(),
+                            cw.token_len,
+                            np.ascontiguousarray(cw.vector, dtype=np.float32).tobytes(),
+                        ),
+                    )
+                    assert cur.lastrowid is not None
+                    added.append(cur.lastrowid)
+                db.execute(
+                    "INSERT INTO documents (tenant, doc_id, version, state, content_hash, title, source, "
+                    "acl_json, metadata_json, chunks, error, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,NULL,?) "
+                    "ON CONFLICT (tenant, doc_id) DO UPDATE SET version=excluded.version, "
+                    "state=excluded.state, content_hash=excluded.content_hash, title=excluded.title, "
+                    "source=excluded.source, acl_json=excluded.acl_json, "
+                    "metadata_json=excluded.metadata_json, chunks=excluded.chunks, error=NULL, "
+                    "updated_at=excluded.updated_at",
+                    (
+                        d.tenant,
+                        d.doc_id,
+                        d.version,
+                        DocumentState.PENDING.value,
+                        d.content_hash,
+                        d.title,
+                        d.source,
+                        d.acl.model_dump_json(),
+                        json.dumps(d.metadata),
+                        len(d.chunks),
+                        now,
+                    ),
+                )
+        return removed, added
+
+    def delete_document(self, tenant: str, doc_id: str) -> list[int]:
+        """Drop chunks and ACL, keep a ``deleted`` status row; returns the removed chunk ids."""
+        with self._tx() as db:
+            removed = [
+                r[0]
+                for r in db.execute("SELECT cid FROM chunks WHERE tenant=? AND doc_id=?", (tenant, doc_id))
+            ]
+            db.execute("DELETE FROM chunks WHERE tenant=? AND doc_id=?", (tenant, doc_id))
+            db.execute("DELETE FROM acl WHERE tenant=? AND doc_id=?", (tenant, doc_id))
+            db.execute(
+                "UPDATE documents SET state=?, chunks=0, error=NULL, updated_at=? WHERE tenant=? AND doc_id=?",
+                (DocumentState.DELETED.value, time.time(), tenant, doc_id),
+            )
+        return removed
+
+    def pending_documents(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return [
+                (r[0], r[1])
+                for r in self._db.execute(
+                    "SELECT tenant, doc_id FROM documents WHERE state=?", (DocumentState.PENDING.value,)
+                )
+            ]
+
+    def fail_pending_without_chunks(self, reason: str) -> int:
+        """Pending documents whose chunks never reached the store: the process died mid-ingest."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE documents SET state=?, error=?, updated_at=? WHERE state=? AND NOT EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.tenant=documents.tenant AND c.doc_id=documents.doc_id)",
+                (DocumentState.FAILED.value, reason, time.time(), DocumentState.PENDING.value),
+            )
+            return cur.rowcount
+
+    # ---- chunks ------------------------------------------------------------------------------
+    def allowed_cids(
+        self, tenant: str, acl_tokens: Sequence[str], filters: SearchFilters | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Chunk ids this tenant + ACL token set (and optional filters) may read.
+
+        This is the dense search's inside filter, and the BM25 search's when filters are given.
+        """
+        marks = ",".join("?" * len(acl_tokens))
+        sql = (
+            "SELECT DISTINCT c.cid FROM acl a JOIN chunks c ON c.tenant=a.tenant AND c.doc_id=a.doc_id "
+            f"JOIN documents d ON d.tenant=c.tenant AND d.doc_id=c.doc_id WHERE a.tenant=? AND a.token IN ({marks})"
+        )
+        args: list[object] = [tenant, *acl_tokens]
+        if filters is not None:
+            if filters.doc_ids:
+                sql += f" AND c.doc_id IN ({','.join('?' * len(filters.doc_ids))})"
+                args += filters.doc_ids
+            if filters.sources:
+                sql += f" AND d.source IN ({','.join('?' * len(filters.sources))})"
+                args += filters.sources
+            for key, value in filters.metadata.items():
+                sql += " AND json_extract(d.metadata_json, ?) = ?"
+                args += [f'$."{key}"', value]
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def get_chunks(self, cids: Sequence[int]) -> dict[int, StoredChunk]:
+        out: dict[int, StoredChunk] = {}
+        with self._lock:
+            for start in range(0, len(cids), 500):
+                part = list(cids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, cj, tl in self._db.execute(
+                    f"SELECT cid, chunk_json, token_len FROM chunks WHERE cid IN ({marks})",
+                    part,
+                ):
+                    out[cid] = StoredChunk(cid, Chunk.model_validate_json(cj), tl)
+        return out
+
+    def get_vectors(self, cids: Sequence[int], dim: int) -> dict[int, npt.NDArray[np.float32]]:
+        out: dict[int, npt.NDArray[np.float32]] = {}
+        with self._lock:
+            for start in range(0, len(cids), 500):
+                part = list(cids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, blob in self._db.execute(
+                    f"SELECT cid, vector FROM chunks WHERE cid IN ({marks})",
+                    part,
+                ):
+                    out[cid] = np.frombuffer(blob, dtype=np.float32, count=dim)
+        return out
+
+    def iter_all_chunks(self, batch: int = 1000) -> Iterator[list[tuple[int, Chunk, int, bytes, str]]]:
+        """All live chunks in id order, with ACL tokens (``\\x1f``-joined), for index rebuilds."""
+        last = -1
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT c.cid, c.chunk_json, c.token_len, c.vector, "
+                    "(SELECT group_concat(token, char(31)) FROM acl a WHERE a.tenant=c.tenant "
+                    "AND a.doc_id=c.doc_id) FROM chunks c WHERE c.cid > ? ORDER BY c.cid LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            yield [(r[0], Chunk.model_validate_json(r[1]), r[2], r[3], r[4] or "") for r in rows]
+            last = rows[-1][0]
+
+    def chunk_version(self, tenant: str, doc_id: str) -> int | None:
+        """Version of the document the stored chunks came from (``None``: no chunks)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT chunk_json FROM chunks WHERE tenant=? AND doc_id=? LIMIT 1", (tenant, doc_id)
+            ).fetchone()
+        return None if row is None else Chunk.model_validate_json(row[0]).version
+
+    def acl_tokens_of(self, tenant: str, doc_id: str) -> list[str]:
+        with self._lock:
+            return [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT token FROM acl WHERE tenant=? AND doc_id=? ORDER BY token", (tenant, doc_id)
+                )
+            ]
+
+    def all_cids(self) -> npt.NDArray[np.int64]:
+        with self._lock:
+            rows = self._db.execute("SELECT cid FROM chunks ORDER BY cid").fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def length_stats(self) -> tuple[int, int]:
+        """``(chunk count, total analysed tokens)`` for BM25's average length."""
+        with self._lock:
+            n, total = self._db.execute("SELECT count(*), coalesce(sum(token_len), 0) FROM chunks").fetchone()
+        return int(n), int(total)
+
+    def counts_by_state(self) -> dict[str, int]:
+        with self._lock:
+            return {s: n for s, n in self._db.execute("SELECT state, count(*) FROM documents GROUP BY state")}

@@ -1,0 +1,283 @@
+"""The embedded index: SQLite (truth) + tantivy (BM25) + faiss (vectors) in one folder.
+
+Write order for a batch: SQLite transaction (chunks, vectors, ACL; documents ``pending``) → tantivy
+commit → faiss save (atomic rename) → documents ``indexed``. :meth:`EmbeddedIndex.open` reconciles
+after a crash at any point: a derived index whose chunk ids differ from SQLite's is rebuilt from SQLite
+(no re-embedding), then ``pending`` documents are settled (indexed, or failed with a reason).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import filelock
+import numpy as np
+import numpy.typing as npt
+
+from services.common.errors import ErrorCode, RampartError
+from services.common.settings import IndexSettings
+from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
+from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
+from services.retrieval.doc_store import DocStore, DocumentWrite
+from services.retrieval.index import Hits
+from services.retrieval.vector_index import FaissVectorIndex
+
+log = logging.getLogger(__name__)
+
+RESCORE_DEPTH = 4  # candidates per wanted hit when k1/b differ from tantivy's built-ins
+RESCORE_MIN = 200
+
+
+class EmbeddedIndex:
+    def __init__(self, root: Path, dim: int, settings: IndexSettings, lock: filelock.BaseFileLock) -> None:
+        self.root = root
+        self.dim = dim
+        self._settings = settings
+        self._lock_file = lock
+        self.store = DocStore(root / "store.sqlite3")
+        self.bm25_index = TantivyBm25Index(root / "bm25", heap_mb=settings.writer_heap_mb)
+        self.vectors = FaissVectorIndex(
+            root / "vectors.faiss",
+            dim,
+            kind=settings.vector_kind,
+            hnsw_m=settings.hnsw_m,
+            ef_search=settings.hnsw_ef_search,
+        )
+        self._write_lock = threading.Lock()
+        self._generation = 0
+        self._allowed_cache: dict[tuple[str, tuple[str, ...]], tuple[int, npt.NDArray[np.int64]]] = {}
+
+    @classmethod
+    def open(cls, root: Path, *, dim: int, settings: IndexSettings | None = None) -> EmbeddedIndex:
+        """Open (or create) the index at ``root``, reconciling after an unclean stop."""
+        root.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(str(root / ".lock"), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout as exc:
+            raise RampartError(
+                ErrorCode.FAILED_PRECONDITION,
+                f"the index at {root} is in use by another rampart process; stop it, or point "
+                "RAMPART_DATA_DIR at another folder",
+                path=str(root),
+            ) from exc
+        try:
+            index = cls(root, dim, settings or IndexSettings(), lock)
+            index.reconcile()
+        except BaseException:
+            lock.release()
+            raise
+        return index
+
+    def close(self) -> None:
+        with self._write_lock:
+            self.bm25_index.close()
+            self.store.close()
+            self._lock_file.release()
+
+    # ---- recovery ----------------------------------------------------------------------------------
+    def reconcile(self) -> dict[str, int]:
+        """Make the derived indexes match SQLite and settle ``pending`` documents."""
+        with self._write_lock:
+            truth = set(self.store.all_cids().tolist())
+            fixed = {"bm25_rebuilt": 0, "vectors_rebuilt": 0}
+            if self.bm25_index.all_cids() != truth:
+                log.warning("bm25 index differs from the store; rebuilding", extra={"chunks": len(truth)})
+                self._rebuild_bm25()
+                fixed["bm25_rebuilt"] = 1
+            faiss_ids = self.vectors.ids()
+            stale = faiss_ids != truth if self.vectors.kind == "flat" else not truth <= faiss_ids
+            if stale:
+                log.warning("vector index differs from the store; rebuilding", extra={"chunks": len(truth)})
+                self._rebuild_vectors()
+                fixed["vectors_rebuilt"] = 1
+            fixed["settled"] = self._settle_pending()
+            self._generation += 1
+            return fixed
+
+    def _rebuild_bm25(self) -> None:
+        self.bm25_index = TantivyBm25Index.recreate(self.root / "bm25", heap_mb=self._settings.writer_heap_mb)
+        for rows in self.store.iter_all_chunks():
+            self.bm25_index.add(
+                Bm25Doc(cid, c.tenant, c.doc_id, acl.split("\x1f") if acl else [], c.indexed_text)
+                for cid, c, _, _, acl in rows
+            )
+        self.bm25_index.commit()
+
+    def _rebuild_vectors(self) -> None:
+        self.vectors.reset()
+        for rows in self.store.iter_all_chunks():
+            cids = [r[0] for r in rows]
+            mat = np.stack([np.frombuffer(r[3], dtype=np.float32, count=self.dim) for r in rows])
+            self.vectors.add(cids, mat)
+        self.vectors.save()
+
+    def _settle_pending(self) -> int:
+        pending = self.store.pending_documents()
+        if not pending:
+            return 0
+        for tenant, doc_id in pending:
+            current = self.store.get_version(tenant, doc_id)
+            stored = self._stored_chunk_version(tenant, doc_id)
+            if current is None:
+                continue
+            if stored is None:
+                self.store.mark(
+                    tenant,
+                    doc_id,
+                    current[0],
+                    DocumentState.FAILED,
+                    error="ingest was interrupted before the document was indexed; send it again",
+                )
+            elif stored == current[0]:
+                self.store.mark_many([(tenant, doc_id)], DocumentState.INDEXED)
+            else:
+                self.store.mark(
+                    tenant,
+                    doc_id,
+                    current[0],
+                    DocumentState.FAILED,
+                    error=f"ingest of version {current[0]} was interrupted; version {stored} is still "
+                    "searchable; send the new version again",
+                )
+        return len(pending)
+
+    def _stored_chunk_version(self, tenant: str, doc_id: str) -> int | None:
+        return self.store.chunk_version(tenant, doc_id)
+
+    # ---- writes ---------------------------------------------------------------------------------------
+    def write(self, docs: Sequence[DocumentWrite]) -> None:
+        if not docs:
+            return
+        with self._write_lock:
+            removed, added = self.store.write_documents(docs)
+            for d in docs:
+                self.bm25_index.delete_document(d.tenant, d.doc_id)
+            acl_of = {(d.tenant, d.doc_id): d.acl.tokens() for d in docs}
+            flat = [(d, cw) for d in docs for cw in d.chunks]
+            self.bm25_index.add(
+                Bm25Doc(cid, d.tenant, d.doc_id, acl_of[(d.tenant, d.doc_id)], cw.chunk.indexed_text)
+                for cid, (d, cw) in zip(added, flat, strict=True)
+            )
+            self.bm25_index.commit()
+            self.vectors.remove(removed)
+            if flat:
+                self.vectors.add(added, np.stack([cw.vector for _, cw in flat]).astype(np.float32))
+            self.vectors.save()
+            self.store.mark_many([(d.tenant, d.doc_id) for d in docs], DocumentState.INDEXED)
+            self._generation += 1
+
+    def delete(self, tenant: str, doc_id: str) -> bool:
+        with self._write_lock:
+            current = self.store.get_version(tenant, doc_id)
+            if current is None or current[2] is DocumentState.DELETED:
+                return False
+            removed = self.store.delete_document(tenant, doc_id)
+            self.bm25_index.delete_document(tenant, doc_id)
+            self.bm25_index.commit()
+            self.vectors.remove(removed)
+            self.vectors.save()
+            self._generation += 1
+            return True
+
+    def mark(
+        self, tenant: str, doc_id: str, version: int, state: DocumentState, *, error: str | None = None
+    ) -> None:
+        self.store.mark(tenant, doc_id, version, state, error=error)
+
+    def status(self, tenant: str, doc_id: str) -> DocumentStatus | None:
+        return self.store.get_status(tenant, doc_id)
+
+    def current(self, tenant: str, doc_id: str) -> tuple[int, str, DocumentState] | None:
+        return self.store.get_version(tenant, doc_id)
+
+    def token_length(self, text: str) -> int:
+        return len(self.bm25_index.analyze(text))
+
+    # ---- reads ----------------------------------------------------------------------------------------
+    def _allowed(self, principal: Principal, filters: SearchFilters | None) -> npt.NDArray[np.int64]:
+        tokens = principal.acl_tokens()
+        if filters is not None and not filters.is_empty():
+            return self.store.allowed_cids(principal.tenant, tokens, filters)
+        key = (principal.tenant, tuple(tokens))
+        cached = self._allowed_cache.get(key)
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        generation = self._generation
+        allowed = self.store.allowed_cids(principal.tenant, tokens)
+        if len(self._allowed_cache) > 1024:
+            self._allowed_cache.clear()
+        self._allowed_cache[key] = (generation, allowed)
+        return allowed
+
+    def bm25(
+        self,
+        query: str,
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+        restrict: Sequence[int] | None = None,
+    ) -> Hits:
+        if filters is not None and not filters.is_empty():
+            allowed = set(self._allowed(principal, filters).tolist())
+            restrict = [c for c in restrict if c in allowed] if restrict is not None else sorted(allowed)
+            if not restrict:
+                return []
+        k1, b = self._settings.bm25_k1, self._settings.bm25_b
+        native = abs(k1 - TANTIVY_K1) < 1e-9 and abs(b - TANTIVY_B) < 1e-9
+        depth = limit if native or restrict is not None else max(limit * RESCORE_DEPTH, RESCORE_MIN)
+        hits = self.bm25_index.search(
+            query,
+            tenant=principal.tenant,
+            acl_tokens=principal.acl_tokens(),
+            limit=depth,
+            restrict_cids=restrict,
+        )
+        if native or not hits:
+            return hits[:limit]
+        return self._rescore(query, hits, k1, b)[:limit]
+
+    def _rescore(self, query: str, hits: Hits, k1: float, b: float) -> Hits:
+        terms = self.bm25_index.analyze(query)
+        stored = self.store.get_chunks([c for c, _ in hits])
+        n_chunks, total = self.store.length_stats()
+        docs = [
+            (cid, self.bm25_index.analyze(stored[cid].chunk.indexed_text), stored[cid].token_len)
+            for cid, _ in hits
+            if cid in stored
+        ]
+        scores = bm25_scores(
+            terms,
+            docs,
+            doc_freqs=self.bm25_index.doc_freqs(set(terms)),
+            num_docs=self.bm25_index.num_docs(),
+            avg_len=total / max(n_chunks, 1),
+            k1=k1,
+            b=b,
+        )
+        return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def dense(
+        self,
+        vector: npt.NDArray[np.float32],
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+    ) -> Hits:
+        return self.vectors.search(vector, self._allowed(principal, filters), limit)
+
+    def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
+        vecs = self.store.get_vectors(cids, self.dim)
+        return {cid: float(np.dot(v, vector)) for cid, v in vecs.items()}
+
+    def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
+        return {cid: sc.chunk for cid, sc in self.store.get_chunks(cids).items()}
+
+    def stats(self) -> dict[str, int]:
+        n_chunks, _ = self.store.length_stats()
+        return {"chunks": n_chunks, **{f"documents_{k}": v for k, v in self.store.counts_by_state().items()}}

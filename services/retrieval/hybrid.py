@@ -1,0 +1,148 @@
+"""Hybrid retrieval: BM25 + dense candidates, missing scores filled in, fused, top-k chunks.
+
+Both searches run with the principal's tenant + ACL filter inside the index. See fusion.py for the
+rule on chunks found by only one retriever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from services.common.errors import invalid
+from services.common.settings import FusionSettings
+from services.common.types import FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
+from services.retrieval.embedder import Embedder
+from services.retrieval.fusion import Bounds, fuse
+from services.retrieval.index import SearchIndex
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Per-request knobs; defaults come from :class:`FusionSettings` (see :meth:`from_settings`)."""
+
+    top_k: int = 10
+    method: FusionMethod = FusionMethod.MINMAX
+    weights: dict[str, float] = field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
+    rrf_k: int = 60
+    candidates: int = 100
+    fill_missing: bool = True
+    bounds: dict[str, Bounds] = field(default_factory=dict)
+    filters: SearchFilters | None = None
+
+    @classmethod
+    def from_settings(cls, s: FusionSettings, **overrides: object) -> SearchParams:
+        base: dict[str, object] = {
+            "method": s.method,
+            "weights": {Retriever.BM25.value: s.bm25_weight, Retriever.DENSE.value: s.dense_weight},
+            "rrf_k": s.rrf_k,
+            "candidates": s.candidates,
+            "fill_missing": s.fill_missing,
+        }
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**base)  # type: ignore[arg-type]
+
+
+@dataclass
+class SearchOutcome:
+    hits: list[ScoredChunk]
+    timings_ms: dict[str, float]
+    candidates: dict[str, int]
+
+
+class HybridRetriever:
+    def __init__(self, index: SearchIndex, embedder: Embedder) -> None:
+        self.index = index
+        self.embedder = embedder
+
+    def search(self, query: str, principal: Principal, params: SearchParams) -> SearchOutcome:
+        vector = None
+        timings: dict[str, float] = {}
+        if params.weights.get(Retriever.DENSE.value, 0.0) > 0:
+            t0 = time.perf_counter()
+            vector = self.embedder.embed([query])[0]
+            timings["embed"] = (time.perf_counter() - t0) * 1000
+        outcome = self.search_with_vector(query, vector, principal, params)
+        outcome.timings_ms = {**timings, **outcome.timings_ms}
+        return outcome
+
+    def search_with_vector(
+        self, query: str, vector: npt.NDArray[np.float32] | None, principal: Principal, params: SearchParams
+    ) -> SearchOutcome:
+        """Search with a precomputed query vector (batch evaluation embeds all queries at once)."""
+        if not query.strip():
+            raise invalid("query is blank; send the words to search for")
+        weights = {k: w for k, w in params.weights.items() if w > 0}
+        unknown = set(params.weights) - {r.value for r in Retriever}
+        if unknown:
+            raise invalid(f"unknown retriever(s) {sorted(unknown)} in weights; use bm25 and/or dense")
+        if not weights:
+            raise invalid("every retriever weight is 0; give bm25 or dense a weight > 0")
+        depth = max(params.candidates, params.top_k)
+        lists: dict[str, list[tuple[int, float]]] = {}
+        timings: dict[str, float] = {}
+        if Retriever.BM25.value in weights:
+            t0 = time.perf_counter()
+            lists["bm25"] = self.index.bm25(query, principal, depth, filters=params.filters)
+            timings["bm25"] = (time.perf_counter() - t0) * 1000
+        if Retriever.DENSE.value in weights:
+            if vector is None:
+                raise invalid("dense retrieval needs the query vector")
+            t0 = time.perf_counter()
+            lists["dense"] = self.index.dense(vector, principal, depth, filters=params.filters)
+            timings["dense"] = (time.perf_counter() - t0) * 1000
+        own_ranks = {name: [k for k, _ in hits] for name, hits in lists.items()}
+        found = {name: len(hits) for name, hits in lists.items()}
+        if params.fill_missing and len(lists) == 2:
+            t0 = time.perf_counter()
+            self._fill(query, vector, principal, lists, params.filters)
+            timings["fill"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        fused = fuse(
+            lists,
+            weights,
+            method=params.method,
+            rrf_k=params.rrf_k,
+            bounds=params.bounds,
+            rank_lists=own_ranks,
+        )[: params.top_k]
+        chunks = self.index.chunks([f.key for f in fused])
+        raw = {name: dict(hits) for name, hits in lists.items()}
+        rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
+        hits = [
+            ScoredChunk(
+                chunk=chunks[f.key],
+                scores={name: raw[name].get(f.key) for name in lists},
+                ranks={name: rank_of[name].get(f.key) for name in lists},
+                fused=f.score,
+            )
+            for f in fused
+            if f.key in chunks
+        ]
+        timings["fuse"] = (time.perf_counter() - t0) * 1000
+        return SearchOutcome(hits=hits, timings_ms=timings, candidates=found)
+
+    def _fill(
+        self,
+        query: str,
+        vector: npt.NDArray[np.float32] | None,
+        principal: Principal,
+        lists: dict[str, list[tuple[int, float]]],
+        filters: SearchFilters | None,
+    ) -> None:
+        """Score each retriever's missing candidates with the other retriever (exact scores)."""
+        bm25_keys = {k for k, _ in lists["bm25"]}
+        dense_keys = {k for k, _ in lists["dense"]}
+        need_bm25: Sequence[int] = sorted(dense_keys - bm25_keys)
+        need_dense: Sequence[int] = sorted(bm25_keys - dense_keys)
+        if need_bm25:
+            got = dict(self.index.bm25(query, principal, len(need_bm25), filters=filters, restrict=need_bm25))
+            # A chunk with none of the query's terms has BM25 0: a real score, not a missing one.
+            lists["bm25"] = lists["bm25"] + [(k, got.get(k, 0.0)) for k in need_bm25]
+        if need_dense and vector is not None:
+            cos = self.index.cosine(vector, need_dense)
+            lists["dense"] = lists["dense"] + [(k, cos[k]) for k in need_dense if k in cos]

@@ -1,0 +1,82 @@
+"""The ``SearchIndex`` protocol (what retrieval and ingest need from an index) and its one factory.
+
+Embedded default: :class:`services.retrieval.embedded_index.EmbeddedIndex` (SQLite + tantivy + faiss
+on local disk). The OpenSearch backend implements the same protocol in the distributed mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from services.common.settings import RampartSettings
+from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
+from services.retrieval.doc_store import DocumentWrite
+
+Hits = list[tuple[int, float]]
+
+
+class SearchIndex(Protocol):
+    dim: int
+
+    # ---- writes ----
+    def write(self, docs: Sequence[DocumentWrite]) -> None:
+        """Upsert a batch of documents (their chunks and vectors); each ends ``indexed``."""
+        ...
+
+    def delete(self, tenant: str, doc_id: str) -> bool:
+        """Remove a document; ``False`` if it did not exist (or was already deleted)."""
+        ...
+
+    def mark(
+        self, tenant: str, doc_id: str, version: int, state: DocumentState, *, error: str | None = None
+    ) -> None: ...
+
+    def status(self, tenant: str, doc_id: str) -> DocumentStatus | None: ...
+
+    def current(self, tenant: str, doc_id: str) -> tuple[int, str, DocumentState] | None:
+        """``(version, content_hash, state)`` of what is stored, for idempotent ingest."""
+        ...
+
+    def token_length(self, text: str) -> int:
+        """Analysed token count of ``text`` (BM25 document length)."""
+        ...
+
+    # ---- reads (every read is scoped to a principal; the filter is applied inside the search) ----
+    def bm25(
+        self,
+        query: str,
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+        restrict: Sequence[int] | None = None,
+    ) -> Hits: ...
+
+    def dense(
+        self,
+        vector: npt.NDArray[np.float32],
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+    ) -> Hits: ...
+
+    def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
+        """Exact cosine of ``vector`` with stored chunks (callers pass only ids they may read)."""
+        ...
+
+    def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]: ...
+
+    def stats(self) -> dict[str, int]: ...
+
+    def close(self) -> None: ...
+
+
+def open_index(settings: RampartSettings, dim: int) -> SearchIndex:
+    from services.retrieval.embedded_index import EmbeddedIndex
+
+    return EmbeddedIndex.open(settings.data_dir / "index", dim=dim, settings=settings.index)
