@@ -6,8 +6,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,7 +21,7 @@ from services.common.telemetry import configure_logging
 from services.common.types import Acl, Document, FusionMethod, Principal
 
 if TYPE_CHECKING:
-    from services.orchestrator.runtime import Runtime
+    from services.ingest.service import IngestResult
 
 app = typer.Typer(help="Rampart: a corruption-resistant enterprise search gateway.", no_args_is_help=True)
 models_app = typer.Typer(help="Build the models Rampart serves.", no_args_is_help=True)
@@ -113,6 +114,13 @@ def _pepper(settings: RampartSettings) -> str | None:
 
 
 # ---- ingest ----------------------------------------------------------------------------------------
+UrlOpt = Annotated[
+    str | None,
+    typer.Option("--url", envvar="RAMPART_URL", help="Use a running gateway instead of the local index"),
+]
+KeyOpt = Annotated[str | None, typer.Option("--api-key", envvar="RAMPART_API_KEY", help="API key for --url")]
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (folders are walked recursively)")],
@@ -121,12 +129,13 @@ def ingest(
         str, typer.Option(help="Default ACL groups, comma-separated ('*' = whole tenant)")
     ] = "*",
     users: Annotated[str, typer.Option(help="Default ACL users, comma-separated")] = "",
-    batch_size: Annotated[int, typer.Option(min=1, max=1024)] = 32,
+    batch_size: Annotated[int, typer.Option(min=1, max=256)] = 32,
     recursive: Annotated[bool, typer.Option(help="Walk folders recursively")] = True,
+    url: UrlOpt = None,
+    api_key: KeyOpt = None,
 ) -> None:
     """Index files (txt, md, html, pdf, docx); a <file>.meta.json sidecar sets title/ACL/metadata."""
     from services.cli.files import discover, load
-    from services.orchestrator.runtime import Runtime
 
     settings = _settings()
     for p in paths:
@@ -135,7 +144,7 @@ def ingest(
             raise typer.Exit(code=2)
     try:
         default_acl = Acl(users=_split(users), groups=_split(groups))
-        runtime = Runtime.open(settings)
+        send, close = _ingest_target(settings, url, api_key)
     except ValueError as exc:
         console.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(code=2) from exc
@@ -144,6 +153,20 @@ def ingest(
     files = list(discover(paths, recursive=recursive))
     failures: list[tuple[str, str]] = []
     counts = {"indexed": 0, "unchanged": 0, "failed": 0}
+
+    def flush(batch: list[Document]) -> None:
+        from services.ingest.service import Outcome
+
+        for r in send(batch):
+            if r.outcome is Outcome.INDEXED:
+                counts["indexed"] += 1
+            elif r.outcome is Outcome.UNCHANGED:
+                counts["unchanged"] += 1
+            else:
+                counts["failed"] += 1
+                failures.append((r.id, r.error or r.outcome.value))
+            bar.advance(task)
+
     try:
         with _progress() as bar:
             task = bar.add_task(f"ingesting into tenant {tenant}", total=len(files))
@@ -157,12 +180,14 @@ def ingest(
                     continue
                 batch.append(loaded.document)
                 if len(batch) >= batch_size:
-                    _ingest_batch(runtime, batch, counts, failures, bar, task)
+                    flush(batch)
                     batch = []
             if batch:
-                _ingest_batch(runtime, batch, counts, failures, bar, task)
+                flush(batch)
+    except RampartError as exc:
+        raise _fail(exc) from exc
     finally:
-        runtime.close()
+        close()
     console.print(
         f"[green]{counts['indexed']} indexed[/green], {counts['unchanged']} unchanged, "
         f"[{'red' if counts['failed'] else 'green'}]{counts['failed']} failed[/]"
@@ -175,32 +200,30 @@ def ingest(
         raise typer.Exit(code=1)
 
 
-def _ingest_batch(
-    runtime: Runtime,
-    batch: list[Document],
-    counts: dict[str, int],
-    failures: list[tuple[str, str]],
-    bar: Progress,
-    task: TaskID,
-) -> None:
-    from services.ingest.service import Outcome
+def _ingest_target(
+    settings: RampartSettings, url: str | None, api_key: str | None
+) -> tuple[Callable[[list[Document]], list[IngestResult]], Callable[[], None]]:
+    """Where batches go: a running gateway (``--url``) or the local embedded index."""
+    if url:
+        from services.cli.remote import RemoteGateway
 
-    for r in runtime.ingest.ingest(batch):
-        if r.outcome is Outcome.INDEXED:
-            counts["indexed"] += 1
-        elif r.outcome is Outcome.UNCHANGED:
-            counts["unchanged"] += 1
-        else:
-            counts["failed"] += 1
-            failures.append((r.id, r.error or r.outcome.value))
-        bar.advance(task)
+        if not api_key:
+            raise ValueError("--url needs --api-key (or RAMPART_API_KEY) with the ingest scope")
+        remote = RemoteGateway(url, api_key)
+        return remote.ingest, remote.close
+    from services.orchestrator.runtime import Runtime
+
+    runtime = Runtime.open(settings)
+    return runtime.ingest.ingest, runtime.close
 
 
 # ---- search ----------------------------------------------------------------------------------------
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to search for")],
-    tenant: Annotated[str, typer.Option(help="Search as a principal of this tenant")],
+    tenant: Annotated[
+        str, typer.Option(help="Search as a principal of this tenant (with --url: the key's)")
+    ] = "",
     user: Annotated[str, typer.Option(help="Search as this user")] = "cli",
     groups: Annotated[str, typer.Option(help="The principal's groups, comma-separated")] = "",
     top_k: Annotated[int, typer.Option(min=1, max=1000)] = 5,
@@ -209,45 +232,73 @@ def search(
         float | None, typer.Option(min=0.0, max=1.0, help="dense weight = 1 - this")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+    url: UrlOpt = None,
+    api_key: KeyOpt = None,
 ) -> None:
-    """Search the local index as a given principal (ACLs apply exactly as over HTTP)."""
-    from services.orchestrator.runtime import Runtime
-
-    settings = _settings()
+    """Search as a principal: the local index, or a running gateway with --url (ACLs apply either way)."""
+    weights = None if bm25_weight is None else {"bm25": bm25_weight, "dense": 1.0 - bm25_weight}
     try:
-        who = Principal(tenant=tenant, user=user, groups=_split(groups), scopes=["search"])
-        runtime = Runtime.open(settings)
+        hits = _search_hits(query, tenant, user, groups, top_k, method, weights, url, api_key)
     except ValueError as exc:
         console.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
         raise _fail(exc) from exc
-    try:
-        weights = None if bm25_weight is None else {"bm25": bm25_weight, "dense": 1.0 - bm25_weight}
-        params = runtime.search.params(top_k=top_k, method=method, weights=weights)
-        outcome = runtime.search.search(query, who, params)
-    except RampartError as exc:
-        raise _fail(exc) from exc
-    finally:
-        runtime.close()
     if as_json:
-        out.print_json(json.dumps([h.model_dump(mode="json") for h in outcome.hits]))
+        out.print_json(json.dumps(hits))
         return
     table = Table("#", "document", "section", "bm25", "dense", "fused", "text", title=f"“{query}”")
-    for i, h in enumerate(outcome.hits, start=1):
-        s = h.scores
+    for h in hits:
+        s = h["scores"]
         table.add_row(
-            str(i),
-            h.chunk.doc_id,
-            " > ".join(h.chunk.section_path),
+            str(h["rank"]),
+            h["doc_id"],
+            " > ".join(h["section_path"]),
             f"{s['bm25']:.2f}" if s.get("bm25") is not None else "-",
             f"{s['dense']:.3f}" if s.get("dense") is not None else "-",
-            f"{h.fused:.3f}",
-            h.chunk.text[:160].replace("\n", " ") + "…",
+            f"{h['fused']:.3f}",
+            h["text"][:160].replace("\n", " ") + "…",
         )
     out.print(table)
-    if not outcome.hits:
+    if not hits:
         out.print("[yellow]no results[/yellow] (nothing matches, or this principal may not read what does)")
+
+
+def _search_hits(
+    query: str,
+    tenant: str,
+    user: str,
+    groups: str,
+    top_k: int,
+    method: FusionMethod | None,
+    weights: dict[str, float] | None,
+    url: str | None,
+    api_key: str | None,
+) -> list[dict[str, Any]]:
+    if url:
+        from services.cli.remote import RemoteGateway
+
+        if not api_key:
+            raise ValueError("--url needs --api-key (or RAMPART_API_KEY); the key decides the principal")
+        remote = RemoteGateway(url, api_key)
+        try:
+            fusion = {k: v for k, v in {"method": method, "weights": weights}.items() if v is not None}
+            return remote.search(query, top_k, fusion or None)
+        finally:
+            remote.close()
+    from services.gateway.schemas import to_hits
+    from services.orchestrator.runtime import Runtime
+
+    if not tenant:
+        raise ValueError("--tenant is required when searching the local index (or use --url with an API key)")
+    who = Principal(tenant=tenant, user=user, groups=_split(groups), scopes=["search"])
+    runtime = Runtime.open(_settings())
+    try:
+        params = runtime.search.params(top_k=top_k, method=method, weights=weights)
+        outcome = runtime.search.search(query, who, params)
+    finally:
+        runtime.close()
+    return [h.model_dump(mode="json") for h in to_hits(outcome.hits)]
 
 
 # ---- eval ------------------------------------------------------------------------------------------
@@ -274,7 +325,7 @@ def evaluate(
 
     settings = _settings()
     try:
-        dataset = load_beir(data_dir, split)
+        dataset = load_beir(_resolve_dataset(data_dir, settings), split)
         specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
         embedder = build_embedder(settings)
         with _progress() as bar:
@@ -313,6 +364,15 @@ def evaluate(
         console.print(f"wrote {json_out} and {png}")
     elif png_out:
         plot_bars(report, png_out)
+
+
+def _resolve_dataset(path: Path, settings: RampartSettings) -> Path:
+    """A path as given, else a name under RAMPART_EVAL_DATA_DIR; a ``beir/`` subfolder is used if present."""
+    candidates = [path] if path.exists() else [settings.eval_data_dir / path]
+    for c in candidates:
+        if not (c / "corpus.jsonl").exists() and (c / "beir" / "corpus.jsonl").exists():
+            return c / "beir"
+    return candidates[0]
 
 
 # ---- keys ------------------------------------------------------------------------------------------
@@ -370,7 +430,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument()]) -> None:
     if not ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings)).revoke(key_id):
         console.print(f"[red]error[/red]: no key {key_id!r}; see `rampart keys list`")
         raise typer.Exit(code=2)
-    console.print(f"revoked {key_id}")
+    out.print(f"revoked {key_id}")
 
 
 # ---- demo ------------------------------------------------------------------------------------------

@@ -19,20 +19,24 @@ class EmbeddingSettings(BaseModel):
     model_dir: Path | None = Field(
         default=None, description="Folder with model.onnx + tokenizer.json; default <models_dir>/minilm-l6-v2"
     )
-    batch_size: int = Field(default=32, ge=1, le=1024)
-    max_length: int = Field(default=256, ge=16, le=512)
+    batch_size: int = Field(default=32, ge=1, le=1024, description="Texts per onnxruntime call")
+    max_length: int = Field(default=256, ge=16, le=512, description="Tokens per text (MiniLM: 256)")
     threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
 
 
 class ChunkingSettings(BaseModel):
-    method: Literal["topic", "fixed"] = "topic"
-    min_words: int = Field(default=40, ge=1)
-    max_words: int = Field(default=220, ge=8)
-    window_sentences: int = Field(default=2, ge=1, le=10)
+    method: Literal["topic", "fixed"] = Field(
+        default="topic", description="topic: boundaries from embedding similarity; fixed: word windows"
+    )
+    min_words: int = Field(default=40, ge=1, description="Smallest chunk a topic cut may leave")
+    max_words: int = Field(default=220, ge=8, description="Largest chunk (MiniLM reads ~190 words)")
+    window_sentences: int = Field(
+        default=2, ge=1, le=10, description="Sentences each side of a gap compared for a topic shift"
+    )
     # A boundary is a similarity valley deeper than mean - depth_std * std (TextTiling's cut-off).
-    depth_std: float = 0.5
-    fixed_overlap_words: int = Field(default=30, ge=0)
-    header_terms: int = Field(default=5, ge=0, le=20)
+    depth_std: float = Field(default=0.5, description="Valley cut-off: depth > mean - depth_std*std")
+    fixed_overlap_words: int = Field(default=30, ge=0, description="Overlap of fixed windows")
+    header_terms: int = Field(default=5, ge=0, le=20, description="Salient terms in each chunk header")
 
     @model_validator(mode="after")
     def _bounds(self) -> ChunkingSettings:
@@ -44,19 +48,21 @@ class ChunkingSettings(BaseModel):
 
 
 class IndexSettings(BaseModel):
-    bm25_k1: float = Field(default=1.2, ge=0.0, le=10.0)
-    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
-    vector_kind: Literal["flat", "hnsw"] = "flat"
-    hnsw_m: int = Field(default=32, ge=4, le=128)
-    hnsw_ef_search: int = Field(default=128, ge=8, le=4096)
-    writer_heap_mb: int = Field(default=128, ge=16, le=4096)
+    bm25_k1: float = Field(default=1.2, ge=0.0, le=10.0, description="BM25 term-frequency saturation")
+    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0, description="BM25 length normalisation")
+    vector_kind: Literal["flat", "hnsw"] = Field(
+        default="flat", description="flat: exact search; hnsw: approximate, for millions of chunks"
+    )
+    hnsw_m: int = Field(default=32, ge=4, le=128, description="HNSW graph degree")
+    hnsw_ef_search: int = Field(default=128, ge=8, le=4096, description="HNSW search breadth")
+    writer_heap_mb: int = Field(default=128, ge=16, le=4096, description="tantivy writer memory")
 
 
 class FusionSettings(BaseModel):
-    method: FusionMethod = FusionMethod.MINMAX
-    bm25_weight: float = Field(default=0.5, ge=0.0, le=1.0)
-    dense_weight: float = Field(default=0.5, ge=0.0, le=1.0)
-    rrf_k: int = Field(default=60, ge=1)
+    method: FusionMethod = Field(default=FusionMethod.MINMAX, description="minmax, zscore or rrf")
+    bm25_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of BM25 in fusion")
+    dense_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of dense in fusion")
+    rrf_k: int = Field(default=60, ge=1, description="RRF constant k")
     candidates: int = Field(default=100, ge=1, le=2000, description="Per-retriever candidates before fusion")
     fill_missing: bool = Field(
         default=True,
@@ -65,16 +71,16 @@ class FusionSettings(BaseModel):
 
 
 class GatewaySettings(BaseModel):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=1, le=65535)
+    host: str = Field(default="127.0.0.1", description="Bind address (0.0.0.0 to expose)")
+    port: int = Field(default=8080, ge=1, le=65535, description="HTTP port")
     api_keys_file: Path | None = Field(
         default=None, description="JSON file of hashed API keys; default <data_dir>/api-keys.json"
     )
-    max_body_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
-    max_document_bytes: int = Field(default=5 * 1024 * 1024, ge=1)
-    max_batch_documents: int = Field(default=256, ge=1)
-    max_top_k: int = Field(default=100, ge=1, le=1000)
-    max_query_chars: int = Field(default=2000, ge=1)
+    max_body_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, description="Largest request body")
+    max_document_bytes: int = Field(default=5 * 1024 * 1024, ge=1, description="Largest single document")
+    max_batch_documents: int = Field(default=256, ge=1, description="Documents per ingest request")
+    max_top_k: int = Field(default=100, ge=1, le=1000, description="Largest top_k a search may ask")
+    max_query_chars: int = Field(default=2000, ge=1, description="Longest query")
     rate_limit_per_minute: int = Field(default=600, ge=0, description="Per API key; 0 disables")
 
 
@@ -85,9 +91,12 @@ class RampartSettings(BaseSettings):
 
     data_dir: Path = Field(default=Path(".rampart/data"), description="Index, status DB, API keys")
     models_dir: Path = Field(default=Path(".rampart/models"), description="Built ONNX models")
-    eval_data_dir: Path = Field(default=Path("../shared/data"), description="Benchmark data (read-only)")
-    log_level: str = "INFO"
-    log_format: Literal["json", "console"] = "console"
+    eval_data_dir: Path = Field(
+        default=Path("../shared/data"),
+        description="Benchmark data (read-only); `rampart eval NAME` looks for NAME here",
+    )
+    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING, ERROR")
+    log_format: Literal["json", "console"] = Field(default="console", description="json for log shippers")
     key_pepper: SecretStr | None = Field(
         default=None, description="Optional secret mixed into API-key hashes (HMAC-SHA256)"
     )

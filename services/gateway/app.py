@@ -29,9 +29,9 @@ from services.gateway.schemas import (
     ErrorBody,
     IngestRequest,
     IngestResponse,
-    SearchHit,
     SearchRequest,
     SearchResponse,
+    to_hits,
 )
 from services.ingest.service import Outcome
 from services.orchestrator.runtime import Runtime
@@ -266,23 +266,7 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
         outcome = await run_in_threadpool(runtime.search.search, body.query, who, params)
         return SearchResponse(
             query=body.query,
-            results=[
-                SearchHit(
-                    rank=i + 1,
-                    chunk_id=h.chunk.chunk_id,
-                    doc_id=h.chunk.doc_id,
-                    title=h.chunk.title,
-                    section_path=h.chunk.section_path,
-                    header=h.chunk.header,
-                    text=h.chunk.text,
-                    source=h.chunk.source,
-                    version=h.chunk.version,
-                    scores=h.scores,
-                    ranks=h.ranks,
-                    fused=h.fused,
-                )
-                for i, h in enumerate(outcome.hits)
-            ],
+            results=to_hits(outcome.hits),
             candidates=outcome.candidates,
             timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
             request_id=request.state.request_id,

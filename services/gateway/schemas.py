@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from services.common.types import Document, FusionMethod, Name, SearchFilters, Strict
+from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
 from services.ingest.service import IngestResult
 
 
@@ -70,6 +70,27 @@ class SearchHit(BaseModel):
     scores: dict[str, float | None] = Field(description="Raw score per retriever")
     ranks: dict[str, int | None] = Field(description="Rank in each retriever's own list (null: not found)")
     fused: float
+
+
+def to_hits(scored: list[ScoredChunk]) -> list[SearchHit]:
+    """The wire form of fused results (shared by the HTTP API and the CLI)."""
+    return [
+        SearchHit(
+            rank=i + 1,
+            chunk_id=h.chunk.chunk_id,
+            doc_id=h.chunk.doc_id,
+            title=h.chunk.title,
+            section_path=h.chunk.section_path,
+            header=h.chunk.header,
+            text=h.chunk.text,
+            source=h.chunk.source,
+            version=h.chunk.version,
+            scores=h.scores,
+            ranks=h.ranks,
+            fused=h.fused,
+        )
+        for i, h in enumerate(scored)
+    ]
 
 
 class SearchResponse(BaseModel):

@@ -1,0 +1,181 @@
+"""The ``rampart`` CLI as a user runs it: ingest the shipped samples, search as principals, eval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli.main import app
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+# (tenant, user, groups, query, expected top document) from samples/README.md
+ANSWERS = [
+    ("acme", "dana", "", "How many weeks of parental leave does a primary caregiver get?", "leave-policy.md"),
+    ("acme", "dana", "", "What is the maximum payload of the Acme R7?", "r7-technical-specification.pdf"),
+    ("acme", "dana", "", "How long is the R7 warranty?", "r7-product-faq.html"),
+    ("acme", "alice", "eng", "Who can downgrade a SEV1 incident?", "incident-response-runbook.md"),
+    ("acme", "bob", "hr", "What is the salary range for a Staff Engineer (L5)?", "hr-salary-bands.md"),
+    (
+        "acme",
+        "carol",
+        "exec,finance",
+        "What price are we paying for Lumen Vision?",
+        "project-falcon-memo.docx",
+    ),
+    ("acme", "dana", "", "How much is my relocation allowance?", "relocation-agreement-dana.txt"),
+    (
+        "globex",
+        "erin",
+        "ops",
+        "How long must a driver rest after 4.5 hours of driving?",
+        "driver-policy.docx",
+    ),
+    ("globex", "frank", "finance", "What is the Gold tier rate per pallet?", "pricing-2025.md"),
+]
+RESTRICTED = {
+    "hr-salary-bands.md": ("acme", "alice", "eng"),
+    "project-falcon-memo.docx": ("acme", "bob", "hr"),
+    "relocation-agreement-dana.txt": ("acme", "alice", "eng"),
+    "pricing-2025.md": ("globex", "erin", "ops"),
+}
+
+
+@pytest.fixture()
+def env(tmp_path: Path, models_dir: Path) -> dict[str, str]:
+    return {
+        "RAMPART_DATA_DIR": str(tmp_path / "data"),
+        "RAMPART_MODELS_DIR": str(models_dir),
+        "RAMPART_LOG_LEVEL": "WARNING",
+    }
+
+
+def run(env: dict[str, str], *args: str) -> str:
+    result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def top_docs(env: dict[str, str], tenant: str, user: str, groups: str, query: str, k: int = 10) -> list[str]:
+    out = run(
+        env,
+        "search",
+        query,
+        "--tenant",
+        tenant,
+        "--user",
+        user,
+        "--groups",
+        groups,
+        "--top-k",
+        str(k),
+        "--json",
+    )
+    return [h["doc_id"] for h in json.loads(out)]
+
+
+def test_samples_answer_their_questions_and_respect_acls(env: dict[str, str]) -> None:
+    for tenant in ("acme", "globex"):
+        out = CliRunner().invoke(app, ["ingest", str(REPO / "samples" / tenant), "--tenant", tenant], env=env)
+        assert out.exit_code == 0, out.output
+        assert "0 failed" in out.output
+    for tenant, user, groups, query, expected in ANSWERS:
+        assert top_docs(env, tenant, user, groups, query, 3)[0] == expected, query
+    for doc, (tenant, user, groups) in RESTRICTED.items():
+        query = next(q for _, _, _, q, d in ANSWERS if d == doc)
+        assert doc not in top_docs(env, tenant, user, groups, query, 50)
+    # re-ingesting is idempotent
+    again = CliRunner().invoke(
+        app, ["ingest", str(REPO / "samples" / "globex"), "--tenant", "globex"], env=env
+    )
+    assert "7 unchanged" in again.output
+
+
+def test_ingest_reports_failures_with_reasons(env: dict[str, str], tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Title\n\nSome useful words about rockets.")
+    (folder / "empty.txt").write_text("")
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    (folder / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (folder / "bad-acl.md").write_text("hello world")
+    (folder / "bad-acl.md.meta.json").write_text('{"acl": {"users": [], "groups": []}}')
+    result = CliRunner().invoke(app, ["ingest", str(folder), "--tenant", "t"], env=env)
+    assert result.exit_code == 1
+    assert "1 indexed" in result.output and "4 failed" in result.output
+    for name in ("empty.txt", "broken.pdf", "latin1.txt", "bad-acl.md"):
+        assert name in result.output
+
+
+def test_keys_lifecycle(env: dict[str, str]) -> None:
+    key = run(env, "keys", "create", "--tenant", "acme", "--user", "zoe", "--groups", "eng").strip()
+    assert key.startswith("rk_")
+    listing = run(env, "keys", "list")
+    assert "zoe" in listing and key not in listing
+    stored = (Path(env["RAMPART_DATA_DIR"]) / "api-keys.json").read_text()
+    assert key.split("_", 2)[2] not in stored  # only the hash is stored
+    key_id = key.split("_")[1]
+    assert "revoked" in run(env, "keys", "revoke", key_id)
+
+
+def write_beir(root: Path) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    docs = {
+        "d1": ("Aspirin", "Aspirin reduces the risk of heart attack in adults."),
+        "d2": ("Statins", "Statins lower LDL cholesterol levels."),
+        "d3": ("Vitamin D", "Vitamin D supplementation and bone density in the elderly."),
+        "d4": ("Exercise", "Aerobic exercise improves cardiovascular fitness."),
+    }
+    with (root / "corpus.jsonl").open("w") as fh:
+        for i, (t, x) in docs.items():
+            fh.write(json.dumps({"_id": i, "title": t, "text": x}) + "\n")
+    queries = {
+        "q1": "does aspirin prevent heart attacks",
+        "q2": "cholesterol lowering drugs",
+        "q3": "bone density vitamin",
+    }
+    with (root / "queries.jsonl").open("w") as fh:
+        for i, q in queries.items():
+            fh.write(json.dumps({"_id": i, "text": q}) + "\n")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n")
+    return root
+
+
+def test_eval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
+    data = write_beir(tmp_path / "beir")
+    out_json = tmp_path / "report.json"
+    run(
+        env,
+        "eval",
+        str(data),
+        "--pipelines",
+        "bm25,dense,hybrid-minmax,hybrid-rrf:0.3",
+        "--json",
+        str(out_json),
+    )
+    report = json.loads(out_json.read_text())
+    assert set(report["pipelines"]) == {"bm25", "dense", "hybrid-minmax", "hybrid-rrf:0.3"}
+    for figures in report["pipelines"].values():
+        assert figures["ndcg@10"] == pytest.approx(1.0)  # each query has one obvious answer
+        assert figures["latency_ms_p50"] > 0
+    assert out_json.with_suffix(".png").stat().st_size > 1000
+    # second run reuses the cached index
+    run(env, "eval", str(data), "--pipelines", "bm25")
+    caches = list((Path(env["RAMPART_DATA_DIR"]) / "eval-cache").iterdir())
+    assert len(caches) == 1
+
+
+def test_eval_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> None:
+    data = write_beir(tmp_path / "beir")
+    for args, needle in [
+        (["eval", str(tmp_path / "missing")], "corpus.jsonl"),
+        (["eval", str(data), "--split", "dev"], "test"),
+        (["eval", str(data), "--pipelines", "magic"], "unknown pipeline"),
+    ]:
+        result = CliRunner().invoke(app, args, env=env)
+        assert result.exit_code == 2, result.output
+        assert needle in result.output
