@@ -321,6 +321,7 @@ def evaluate(
     from services.evaluation.beir import load_beir
     from services.evaluation.report import EvalReport, plot_bars, render_table, write_json
     from services.evaluation.runner import PipelineSpec, evaluate_pipelines
+    from services.evaluation.significance import compare_pipelines
     from services.retrieval.embedder import build_embedder
 
     settings = _settings()
@@ -336,7 +337,7 @@ def evaluate(
                     tasks[name] = bar.add_task(name, total=total)
                 bar.update(tasks[name], completed=done)
 
-            summary, _, info = evaluate_pipelines(
+            summary, per_query, info = evaluate_pipelines(
                 dataset,
                 settings,
                 embedder,
@@ -346,7 +347,20 @@ def evaluate(
             )
     except RampartError as exc:
         raise _fail(exc) from exc
+    significance = []
+    for base in ("bm25", "dense"):
+        if base in per_query and len(per_query) > 1:
+            significance += [
+                r for r in compare_pipelines(per_query, base) if r.candidate.startswith("hybrid")
+            ]
     report = EvalReport(
+        significance=significance,
+        corpus_sha256=dataset.content_hash(),
+        notes={
+            "index": info,
+            "chunking": settings.chunking.model_dump(mode="json"),
+            "bm25": {"k1": settings.index.bm25_k1, "b": settings.index.bm25_b},
+        },
         dataset=dataset.name,
         split=split,
         num_queries=len(dataset.queries),
@@ -355,6 +369,8 @@ def evaluate(
         pipelines=summary,
     )
     out.print(render_table(report))
+    for sig in significance:
+        out.print(sig.summary())
     if info.get("failed"):
         console.print(f"[yellow]{info['failed']} corpus documents could not be indexed[/yellow]")
     if json_out:

@@ -50,15 +50,16 @@ class ApiKeyStore:
         self.path = path
         self._pepper = (pepper or "rampart-api-key").encode()
         self._lock = threading.Lock()
-        self._mtime = -1.0
+        self._mtime: tuple[int, int, int] | None = None
         self._by_id: dict[str, KeyRecord] = {}
 
     def _load(self) -> None:
         try:
-            mtime = self.path.stat().st_mtime
+            st = self.path.stat()
         except FileNotFoundError:
-            self._by_id, self._mtime = {}, -1.0
+            self._by_id, self._mtime = {}, None
             return
+        mtime = (st.st_mtime_ns, st.st_size, st.st_ino)  # atomic replace changes the inode
         if mtime == self._mtime:
             return
         data = KeyFile.model_validate_json(self.path.read_text(encoding="utf-8"))
@@ -73,7 +74,7 @@ class ApiKeyStore:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(data.model_dump(mode="json"), indent=2))
         tmp.replace(self.path)
-        self._mtime = -1.0
+        self._mtime = None
 
     def create(self, principal: Principal, *, label: str = "") -> tuple[str, KeyRecord]:
         """Make a key; the returned string is shown once and never stored."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,11 +69,21 @@ class IngestService:
         self.embedder = embedder
         self.chunker = chunker
         self.max_document_bytes = max_document_bytes
+        # One batch at a time: the version check and the write must not interleave with another
+        # batch's (v3 then v2 must never end with v2). Embedding saturates the cores anyway;
+        # searches never take this lock.
+        self._lock = threading.Lock()
 
     def ingest(
         self, docs: Sequence[Document], *, on_done: Callable[[IngestResult], None] | None = None
     ) -> list[IngestResult]:
         """Index a batch; returns one result per input document, in order."""
+        with self._lock:
+            return self._ingest(docs, on_done)
+
+    def _ingest(
+        self, docs: Sequence[Document], on_done: Callable[[IngestResult], None] | None
+    ) -> list[IngestResult]:
         started = time.perf_counter()
         results: dict[int, IngestResult] = {}
         todo: list[tuple[int, _Prepared]] = []

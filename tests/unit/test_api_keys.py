@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from services.common.errors import ErrorCode, RampartError
+from services.common.types import Principal
+from services.gateway.api_keys import ApiKeyStore
+from services.gateway.rate_limit import RateLimiter
+
+pytestmark = pytest.mark.unit
+WHO = Principal(tenant="acme", user="alice", groups=["eng"], scopes=["search"])
+
+
+def test_key_roundtrip_and_storage_is_hashed(tmp_path: Path) -> None:
+    store = ApiKeyStore(tmp_path / "keys.json", pepper="pep")
+    key, rec = store.create(WHO, label="t")
+    key_id, principal = store.authenticate(key)
+    assert key_id == rec.id and principal == WHO
+    raw = (tmp_path / "keys.json").read_text()
+    assert key.split("_", 2)[2] not in raw and "pep" not in raw
+    assert stat.S_IMODE((tmp_path / "keys.json").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("bad", [None, "", "rk_", "nonsense", "rk_abc", "rk_deadbeef0000_secret"])
+def test_bad_keys_are_unauthenticated(tmp_path: Path, bad: str | None) -> None:
+    store = ApiKeyStore(tmp_path / "keys.json")
+    store.create(WHO)
+    with pytest.raises(RampartError) as err:
+        store.authenticate(bad)
+    assert err.value.code is ErrorCode.UNAUTHENTICATED
+
+
+def test_wrong_secret_revocation_and_pepper(tmp_path: Path) -> None:
+    store = ApiKeyStore(tmp_path / "keys.json", pepper="one")
+    key, rec = store.create(WHO)
+    prefix = key.rsplit("_", 1)[0]
+    with pytest.raises(RampartError):
+        store.authenticate(prefix + "_wrong")
+    with pytest.raises(RampartError):  # a different pepper invalidates every key
+        ApiKeyStore(tmp_path / "keys.json", pepper="two").authenticate(key)
+    assert store.revoke(rec.id) and not store.revoke("nope")
+    with pytest.raises(RampartError, match="revoked"):
+        store.authenticate(key)
+
+
+def test_unknown_scope_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RampartError, match="scope"):
+        ApiKeyStore(tmp_path / "k.json").create(WHO.model_copy(update={"scopes": ["root"]}))
+
+
+def test_store_sees_keys_added_by_another_process(tmp_path: Path) -> None:
+    server_view = ApiKeyStore(tmp_path / "k.json")
+    assert server_view.list() == []
+    key, _ = ApiKeyStore(tmp_path / "k.json").create(WHO)  # e.g. `rampart keys create`
+    assert server_view.authenticate(key)[1] == WHO
+
+
+def test_rate_limiter_bucket() -> None:
+    rl = RateLimiter(2)
+    assert rl.allow("k")[0] and rl.allow("k")[0]
+    allowed, wait = rl.allow("k")
+    assert not allowed and wait > 0
+    assert rl.allow("other")[0]
+    assert RateLimiter(0).allow("k") == (True, 0.0)
+
+
+def test_principal_acl_tokens() -> None:
+    assert WHO.acl_tokens() == ["g:*", "g:eng", "u:alice"]
+    assert WHO.can("search") and not WHO.can("ingest")
+    assert Principal(tenant="t", user="u", scopes=["admin"]).can("ingest")
