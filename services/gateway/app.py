@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common import telemetry
-from services.common.errors import ErrorCode, RampartError
+from services.common.errors import HTTP_STATUS, ErrorCode, RampartError
 from services.common.types import DocumentStatus, Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.rate_limit import RateLimiter
@@ -126,9 +126,11 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.INVALID_ARGUMENT}.get(
-            exc.status_code, ErrorCode.INTERNAL
-        )
+        by_status = {v: k for k, v in HTTP_STATUS.items()}
+        if exc.status_code in by_status:
+            code = by_status[exc.status_code]
+        else:
+            code = ErrorCode.INVALID_ARGUMENT if exc.status_code < 500 else ErrorCode.INTERNAL
         body = RampartError(code, str(exc.detail)).to_dict()
         return JSONResponse(body, status_code=exc.status_code)
 

@@ -34,6 +34,9 @@ _MAX_POSITIONS = 512
 # Texts are length-sorted within windows of this many batches: nearly all of the padding saving of a
 # global sort while holding only one window of encodings in memory.
 _SORT_WINDOW_BATCHES = 64
+# Cap on padded tokens per inference call (32 texts x 256 tokens): bounds the attention buffers when a
+# large batch_size meets long texts (measured: batches beyond ~32 x 256 only get slower on CPU).
+_MAX_BATCH_TOKENS = 32 * 256
 
 
 def mean_pool_normalize(hidden: npt.NDArray[np.float32], mask: npt.NDArray[Any]) -> Matrix:
@@ -51,15 +54,29 @@ def mean_pool_normalize(hidden: npt.NDArray[np.float32], mask: npt.NDArray[Any])
     return out
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[npt.NDArray[np.intp]]:
-    """Index batches (each at most ``batch_size``) grouping texts of similar length, longest first.
+def length_sorted_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int | None = None
+) -> list[npt.NDArray[np.intp]]:
+    """Index batches grouping texts of similar length, longest first.
 
-    The batches are a partition of ``range(len(lengths))``.
+    Each batch has at most ``batch_size`` texts and, if ``max_tokens`` is given, at most
+    ``max_tokens`` padded tokens (but always at least one text). The batches partition
+    ``range(len(lengths))``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    sizes = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-sizes, kind="stable")
+    batches: list[npt.NDArray[np.intp]] = []
+    start = 0
+    while start < len(order):
+        take = batch_size
+        if max_tokens is not None:
+            # Sorted descending, so the first text of the batch sets its padded width.
+            take = min(take, max(1, max_tokens // max(1, int(sizes[order[start]]))))
+        batches.append(order[start : start + take])
+        start += take
+    return batches
 
 
 def _not_found(path: Path, what: str) -> RampartError:
@@ -196,7 +213,8 @@ class OnnxEmbedder:
         for start in range(0, len(items), window):
             chunk = items[start : start + window]
             encodings = self._tokenizer.encode_batch_fast(chunk, add_special_tokens=True)
-            for batch in length_sorted_batches([len(e.ids) for e in encodings], self._batch_size):
+            lengths = [len(e.ids) for e in encodings]
+            for batch in length_sorted_batches(lengths, self._batch_size, _MAX_BATCH_TOKENS):
                 out[start + batch] = self._run([encodings[i] for i in batch])
         return out
 

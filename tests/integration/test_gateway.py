@@ -212,6 +212,17 @@ def test_errors_have_one_shape(api: tuple[TestClient, dict[str, str]]) -> None:
             400,
             "invalid_argument",
         ),
+        (
+            client.post(
+                "/v1/search",
+                content=b'{"query": "caf\xe9"}',
+                headers={**auth(k["alice"]), "content-type": "application/json"},
+            ),
+            400,
+            "invalid_argument",
+        ),
+        (search(client, k["alice"], "x", colour="red"), 400, "invalid_argument"),
+        (search(client, k["alice"], "   "), 400, "invalid_argument"),
         (search(client, k["alice"], "x", top_k=100000), 400, "invalid_argument"),
         (search(client, k["alice"], "x", tenant="globex"), 403, "permission_denied"),
         (

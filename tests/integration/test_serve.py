@@ -87,17 +87,31 @@ def test_serve_answers_search_with_acl(tmp_path: Path, models_dir: Path) -> None
         # the CLI works against the running server with --url (the server holds the index)
         writer = subprocess.run(
             [*cli, "keys", "create", "--tenant", "acme", "--user", "ops", "--scopes", "search,ingest"],
-            env=env, check=True, capture_output=True, text=True, cwd=REPO,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
         ).stdout.strip()
         note = tmp_path / "notes"
         note.mkdir()
         (note / "parking.md").write_text("# Parking\n\nVisitor parking is in garage B, level 2.")
         remote = {**env, "RAMPART_URL": base}
-        ing = subprocess.run([*cli, "ingest", str(note), "--tenant", "acme", "--api-key", writer],
-                             env=remote, capture_output=True, text=True, cwd=REPO)
+        ing = subprocess.run(
+            [*cli, "ingest", str(note), "--tenant", "acme", "--api-key", writer],
+            env=remote,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
         assert ing.returncode == 0 and "1 indexed" in ing.stderr, ing.stderr
-        found = subprocess.run([*cli, "search", "where do visitors park", "--json", "--api-key", alice],
-                               env=remote, capture_output=True, text=True, cwd=REPO)
+        found = subprocess.run(
+            [*cli, "search", "where do visitors park", "--json", "--api-key", alice],
+            env=remote,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
         assert found.returncode == 0, found.stderr
         assert '"doc_id": "parking.md"' in found.stdout
     finally:

@@ -51,6 +51,10 @@ def test_length_sorted_batches_partition_and_group_by_length() -> None:
     assert sorted(flat.tolist()) == list(range(len(lengths)))
     assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
     assert length_sorted_batches([], 4) == []
+    # A token budget shrinks batches of long texts but never below one text.
+    capped = length_sorted_batches(lengths, 3, max_tokens=16)
+    assert [len(b) for b in capped] == [1, 1, 2, 3, 1]
+    assert [len(b) for b in length_sorted_batches([50, 40], 8, max_tokens=10)] == [1, 1]
     with pytest.raises(ValueError):
         length_sorted_batches([1], 0)
 
