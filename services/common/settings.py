@@ -17,7 +17,8 @@ from services.common.types import FusionMethod
 
 class EmbeddingSettings(BaseModel):
     model_dir: Path | None = Field(
-        default=None, description="Folder with model.onnx + tokenizer.json; default <models_dir>/minilm-l6-v2"
+        default=None,
+        description="Folder with model.onnx, tokenizer.json and manifest.json (from `rampart models build`); default <models_dir>/minilm-l6-v2",
     )
     batch_size: int = Field(default=32, ge=1, le=1024, description="Texts per onnxruntime call")
     max_length: int = Field(default=256, ge=16, le=512, description="Tokens per text (MiniLM: 256)")
