@@ -493,10 +493,12 @@ def demo_seed(
     with os.fdopen(fd, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     console.print(f"demo API keys written to {keys_file} (mode 600); try:")
-    console.print(
-        f"  . {keys_file} && curl -s -H \"Authorization: Bearer $ACME_ALICE_KEY\" -H 'content-type: application/json' "
-        '-d \'{"query": "how many vacation days do I get"}\' http://127.0.0.1:8080/v1/search'
+    example = (
+        f'. {keys_file} && curl -s -H "Authorization: Bearer $ACME_ALICE_KEY" '
+        "-H 'content-type: application/json' -d '{\"query\": \"how many vacation days do I get\"}' "
+        "http://127.0.0.1:8080/v1/search"
     )
+    console.print(example, soft_wrap=True, highlight=False, markup=False)
 
 
 def main() -> None:

@@ -15,7 +15,12 @@ from typing import Any
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 tenant_id: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id", default="")
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+# uvicorn adds a coloured duplicate of its message; drop it along with the standard attributes.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 class ContextFilter(logging.Filter):
@@ -62,5 +67,17 @@ def configure_logging(level: str = "INFO", fmt: str = "console") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("httpx", "uvicorn.access", "faiss.loader", "pypdf"):
+    # onnxruntime's transformer optimizer logs every fusion at INFO under these names.
+    for noisy in (
+        "httpx",
+        "uvicorn.access",
+        "faiss.loader",
+        "pypdf",
+        "fusion_base",
+        "onnx_model",
+        "onnx_model_bert",
+        "fusion_utils",
+        "fusion_skiplayernorm",
+        "fusion_attention",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)
