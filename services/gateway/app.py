@@ -7,6 +7,7 @@ the environment or builds models.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._\-]{8,64}")
+
+
 def _error(exc: RampartError, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
 
@@ -68,8 +72,9 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     async def limits_and_ids(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
-        request.state.request_id = request_id[:64]
+        # A caller's id is kept only if it is a plain token: it ends up in logs and headers.
+        given = request.headers.get("x-request-id", "")
+        request.state.request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         telemetry.request_id.set(request.state.request_id)
         started = time.perf_counter()
         length = request.headers.get("content-length")

@@ -280,6 +280,14 @@ def test_fusion_options_and_filters(api: tuple[TestClient, dict[str, str]]) -> N
     assert set(docs_of(filtered)) == {"bands"}
 
 
+def test_request_id_is_echoed_only_when_safe(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = api
+    ok = client.get("/healthz", headers={"x-request-id": "trace-1234abcd"})
+    assert ok.headers["x-request-id"] == "trace-1234abcd"
+    bad = client.get("/healthz", headers={"x-request-id": "x' OR 1=1; <script>"})
+    assert bad.headers["x-request-id"] != "x' OR 1=1; <script>" and len(bad.headers["x-request-id"]) == 32
+
+
 def test_health_ready_metrics_openapi(api: tuple[TestClient, dict[str, str]]) -> None:
     client, _ = api
     assert client.get("/healthz").json() == {"status": "ok"}
