@@ -54,10 +54,14 @@ eval: models  ## SciFact + HotpotQA-500 tables (reads $(DATA); writes $(OUT)/)
 	$(BIN)/rampart eval $(DATA)/scifact --split test --json $(OUT)/scifact-test.json
 	$(BIN)/rampart eval $(DATA)/hotpotqa_dev500/beir --split test --json $(OUT)/hotpotqa-test.json
 
+bench: models  ## Indexing rate + per-stage search latency on SciFact (reads $(DATA); writes $(OUT)/)
+	mkdir -p $(OUT)
+	$(BIN)/rampart bench $(DATA)/scifact --docs 500 --queries 200 --json $(OUT)/bench-scifact.json
+
 lock:  ## Re-pin requirements/constraints.txt from the current venv
 	$(BIN)/pip freeze --exclude-editable | sed -E 's/\+cpu$$//' | grep -v '^rampart' > requirements/constraints.txt
 
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) .rampart
 
-.PHONY: help system-deps install models run lint test test-unit eval lock clean
+.PHONY: help system-deps install models run lint test test-unit eval bench lock clean

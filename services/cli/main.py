@@ -391,6 +391,44 @@ def _resolve_dataset(path: Path, settings: RampartSettings) -> Path:
     return candidates[0]
 
 
+@app.command()
+def bench(
+    data_dir: Annotated[Path, typer.Argument(help="A BEIR folder, or a name under RAMPART_EVAL_DATA_DIR")],
+    docs: Annotated[int, typer.Option(min=1, help="Documents to index (timed)")] = 500,
+    queries: Annotated[int, typer.Option(min=1, help="Queries to time")] = 200,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used")] = "test",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """Indexing rate and per-stage search latency (p50/p95) of the embedded pipeline."""
+    from services.evaluation.beir import load_beir
+    from services.evaluation.bench import run_bench
+    from services.retrieval.embedder import build_embedder
+
+    settings = _settings()
+    try:
+        dataset = load_beir(_resolve_dataset(data_dir, settings), split)
+        embedder = build_embedder(settings)
+        with _progress() as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def progress(name: str, done: int, total: int) -> None:
+                if name not in tasks:
+                    tasks[name] = bar.add_task(name, total=total)
+                bar.update(tasks[name], completed=done)
+
+            figures = run_bench(dataset, settings, embedder, docs=docs, queries=queries, progress=progress)
+    except RampartError as exc:
+        raise _fail(exc) from exc
+    table = Table("figure", "value", title=f"bench: {dataset.name} ({docs} docs, {queries} queries)")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:g}")
+    out.print(table)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        record = {"dataset": dataset.name, "command": "rampart " + " ".join(sys.argv[1:]), "figures": figures}
+        json_out.write_text(json.dumps(record, indent=2))
+
+
 # ---- keys ------------------------------------------------------------------------------------------
 @keys_app.command("create")
 def keys_create(

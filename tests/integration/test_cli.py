@@ -179,3 +179,13 @@ def test_eval_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> None:
         result = CliRunner().invoke(app, args, env=env)
         assert result.exit_code == 2, result.output
         assert needle in result.output
+
+
+def test_bench_prints_rates_and_stage_latencies(env: dict[str, str], tmp_path: Path) -> None:
+    data = write_beir(tmp_path / "beir")
+    out_json = tmp_path / "bench.json"
+    run(env, "bench", str(data), "--docs", "4", "--queries", "3", "--json", str(out_json))
+    figures = json.loads(out_json.read_text())["figures"]
+    assert figures["docs"] == 4 and figures["index_docs_per_s"] > 0
+    for stage in ("embed", "bm25", "dense", "fuse", "total"):
+        assert figures[f"search_{stage}_ms_p50"] > 0

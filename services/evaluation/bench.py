@@ -1,0 +1,91 @@
+"""``rampart bench``: indexing rate and per-stage search latency on a BEIR folder.
+
+Indexes the first ``docs`` documents into a throw-away index (no cache: the point is to time it),
+then runs every judged query through the default hybrid pipeline and reports p50/p95 per stage.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from services.common.settings import RampartSettings
+from services.common.types import Acl, Document
+from services.evaluation.beir import BeirDataset, iter_corpus
+from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress
+from services.ingest.chunker import build_chunker
+from services.ingest.service import IngestService
+from services.retrieval.embedded_index import EmbeddedIndex
+from services.retrieval.embedder import Embedder
+from services.retrieval.hybrid import HybridRetriever, SearchParams
+
+
+def run_bench(
+    dataset: BeirDataset,
+    settings: RampartSettings,
+    embedder: Embedder,
+    *,
+    docs: int = 500,
+    queries: int = 200,
+    batch_size: int = 64,
+    progress: Progress | None = None,
+) -> dict[str, float]:
+    """Figures: ``index_docs_per_s``, ``index_chunks_per_s``, ``search_<stage>_ms_p50/p95``."""
+    corpus = [
+        Document(
+            id=d.doc_id,
+            tenant=EVAL_TENANT,
+            acl=Acl(groups=["*"]),
+            title=d.title,
+            text=d.text or d.title,
+            content_type="text/plain",
+        )
+        for d in itertools.islice(iter_corpus(dataset.path), docs)
+        if (d.text or d.title).strip()
+    ]
+    with tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp:
+        index = EmbeddedIndex.open(Path(tmp) / "index", dim=embedder.dim, settings=settings.index)
+        try:
+            ingest = IngestService(
+                index,
+                embedder,
+                build_chunker(settings.chunking, embedder),
+                max_document_bytes=settings.gateway.max_document_bytes,
+            )
+            started = time.perf_counter()
+            for i in range(0, len(corpus), batch_size):
+                ingest.ingest(corpus[i : i + batch_size])
+                if progress:
+                    progress("index", min(i + batch_size, len(corpus)), len(corpus))
+            elapsed = time.perf_counter() - started
+            chunks = index.stats()["chunks"]
+            retriever = HybridRetriever(index, embedder)
+            params = SearchParams.from_settings(settings.fusion, top_k=10)
+            stages: dict[str, list[float]] = {}
+            chosen = list(dataset.queries.values())[:queries]
+            for n, query in enumerate(chosen, start=1):
+                t0 = time.perf_counter()
+                outcome = retriever.search(query, EVAL_PRINCIPAL, params)
+                stages.setdefault("total", []).append((time.perf_counter() - t0) * 1000)
+                for stage, ms in outcome.timings_ms.items():
+                    stages.setdefault(stage, []).append(ms)
+                if progress and (n % 25 == 0 or n == len(chosen)):
+                    progress("search", n, len(chosen))
+        finally:
+            index.close()
+    figures = {
+        "docs": float(len(corpus)),
+        "chunks": float(chunks),
+        "index_seconds": round(elapsed, 2),
+        "index_docs_per_s": round(len(corpus) / elapsed, 2),
+        "index_chunks_per_s": round(chunks / elapsed, 2),
+        "queries": float(len(chosen)),
+    }
+    for stage, values in stages.items():
+        figures[f"search_{stage}_ms_p50"] = round(float(np.percentile(values, 50)), 2)
+        figures[f"search_{stage}_ms_p95"] = round(float(np.percentile(values, 95)), 2)
+    return figures
