@@ -39,25 +39,8 @@ def settings(tmp_path: Path, models_dir: Path) -> RampartSettings:
 @pytest.fixture()
 def runtime(settings: RampartSettings, embedder: Embedder) -> Iterator[object]:
     """A full embedded runtime on a fresh data dir, sharing the session's loaded model."""
-    from services.ingest.chunker import build_chunker
-    from services.ingest.service import IngestService
     from services.orchestrator.runtime import Runtime
-    from services.orchestrator.search import SearchPipeline
-    from services.retrieval.hybrid import HybridRetriever
-    from services.retrieval.index import open_index
 
-    index = open_index(settings, embedder.dim)
-    rt = Runtime(
-        settings=settings,
-        embedder=embedder,
-        index=index,
-        ingest=IngestService(
-            index,
-            embedder,
-            build_chunker(settings.chunking, embedder),
-            max_document_bytes=settings.gateway.max_document_bytes,
-        ),
-        search=SearchPipeline(HybridRetriever(index, embedder), settings.fusion),
-    )
+    rt = Runtime.open(settings, embedder=embedder)
     yield rt
     rt.close()

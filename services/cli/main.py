@@ -60,6 +60,18 @@ def _progress() -> Progress:
     )
 
 
+def _task_updater(bar: Progress) -> Callable[[str, int, int], None]:
+    """A ``(name, done, total)`` callback that keeps one progress bar per name."""
+    tasks: dict[str, TaskID] = {}
+
+    def update(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            tasks[name] = bar.add_task(name, total=total)
+        bar.update(tasks[name], completed=done)
+
+    return update
+
+
 # ---- models ---------------------------------------------------------------------------------------
 @models_app.command("build")
 def models_build(force: Annotated[bool, typer.Option(help="Rebuild even if up to date")] = False) -> None:
@@ -330,13 +342,7 @@ def evaluate(
         specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
         embedder = build_embedder(settings)
         with _progress() as bar:
-            tasks: dict[str, TaskID] = {}
-
-            def progress(name: str, done: int, total: int) -> None:
-                if name not in tasks:
-                    tasks[name] = bar.add_task(name, total=total)
-                bar.update(tasks[name], completed=done)
-
+            progress = _task_updater(bar)
             summary, per_query, info = evaluate_pipelines(
                 dataset,
                 settings,
@@ -409,13 +415,7 @@ def bench(
         dataset = load_beir(_resolve_dataset(data_dir, settings), split)
         embedder = build_embedder(settings)
         with _progress() as bar:
-            tasks: dict[str, TaskID] = {}
-
-            def progress(name: str, done: int, total: int) -> None:
-                if name not in tasks:
-                    tasks[name] = bar.add_task(name, total=total)
-                bar.update(tasks[name], completed=done)
-
+            progress = _task_updater(bar)
             figures = run_bench(dataset, settings, embedder, docs=docs, queries=queries, progress=progress)
     except RampartError as exc:
         raise _fail(exc) from exc

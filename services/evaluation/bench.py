@@ -17,7 +17,6 @@ from services.common.settings import RampartSettings
 from services.common.types import Acl, Document
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress
-from services.ingest.chunker import build_chunker
 from services.ingest.service import IngestService
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
@@ -50,12 +49,7 @@ def run_bench(
     with tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp:
         index = EmbeddedIndex.open(Path(tmp) / "index", dim=embedder.dim, settings=settings.index)
         try:
-            ingest = IngestService(
-                index,
-                embedder,
-                build_chunker(settings.chunking, embedder),
-                max_document_bytes=settings.gateway.max_document_bytes,
-            )
+            ingest = IngestService.from_settings(index, embedder, settings)
             started = time.perf_counter()
             for i in range(0, len(corpus), batch_size):
                 ingest.ingest(corpus[i : i + batch_size])

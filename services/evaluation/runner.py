@@ -20,7 +20,6 @@ from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.metrics import evaluate_run_per_query, latency_summary
-from services.ingest.chunker import build_chunker
 from services.ingest.service import IngestService, Outcome
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
@@ -104,12 +103,7 @@ def eval_index(
             shutil.rmtree(root)  # an interrupted build: start over
         index = EmbeddedIndex.open(root / "index", dim=embedder.dim, settings=settings.index)
         try:
-            ingest = IngestService(
-                index,
-                embedder,
-                build_chunker(settings.chunking, embedder),
-                max_document_bytes=settings.gateway.max_document_bytes,
-            )
+            ingest = IngestService.from_settings(index, embedder, settings)
             acl = Acl(groups=["*"])
             total = len(dataset.corpus)
             batch: list[Document] = []

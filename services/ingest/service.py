@@ -19,8 +19,9 @@ from enum import StrEnum
 from pydantic import BaseModel
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.settings import RampartSettings
 from services.common.types import Chunk, Document, DocumentState, ParsedDocument
-from services.ingest.chunker import Chunker
+from services.ingest.chunker import Chunker, build_chunker
 from services.ingest.parsing import parse_bytes, parse_text
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedder import Embedder
@@ -73,6 +74,18 @@ class IngestService:
         # batch's (v3 then v2 must never end with v2). Embedding saturates the cores anyway;
         # searches never take this lock.
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(
+        cls, index: SearchIndex, embedder: Embedder, settings: RampartSettings
+    ) -> IngestService:
+        """The one way to build the service: chunker and limits from settings."""
+        return cls(
+            index,
+            embedder,
+            build_chunker(settings.chunking, embedder),
+            max_document_bytes=settings.gateway.max_document_bytes,
+        )
 
     def ingest(
         self, docs: Sequence[Document], *, on_done: Callable[[IngestResult], None] | None = None

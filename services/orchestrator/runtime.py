@@ -11,7 +11,6 @@ import logging
 from dataclasses import dataclass
 
 from services.common.settings import RampartSettings
-from services.ingest.chunker import build_chunker
 from services.ingest.service import IngestService
 from services.orchestrator.search import SearchPipeline
 from services.retrieval.embedder import Embedder, build_embedder
@@ -30,13 +29,11 @@ class Runtime:
     search: SearchPipeline
 
     @classmethod
-    def open(cls, settings: RampartSettings) -> Runtime:
-        embedder = build_embedder(settings)
+    def open(cls, settings: RampartSettings, *, embedder: Embedder | None = None) -> Runtime:
+        """Build everything; pass ``embedder`` to share an already-loaded model (tests, workers)."""
+        embedder = embedder or build_embedder(settings)
         index = open_index(settings, embedder.dim)
-        chunker = build_chunker(settings.chunking, embedder)
-        ingest = IngestService(
-            index, embedder, chunker, max_document_bytes=settings.gateway.max_document_bytes
-        )
+        ingest = IngestService.from_settings(index, embedder, settings)
         search = SearchPipeline(HybridRetriever(index, embedder), settings.fusion)
         log.info("runtime ready", extra={"embedder": embedder.model_id, **index.stats()})
         return cls(settings, embedder, index, ingest, search)
