@@ -232,7 +232,7 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     async def delete(doc_id: str, who: Principal = Depends(principal)) -> DeleteResponse:
         """Remove a document from every index of the caller's tenant."""
         require(who, "ingest")
-        deleted = await run_in_threadpool(runtime.index.delete, who.tenant, doc_id)
+        deleted = await run_in_threadpool(runtime.ingest.delete, who.tenant, doc_id)
         if not deleted:
             raise RampartError(ErrorCode.NOT_FOUND, f"no document {doc_id!r} in tenant {who.tenant!r}")
         return DeleteResponse(id=doc_id, deleted=True)

@@ -94,6 +94,11 @@ class IngestService:
         with self._lock:
             return self._ingest(docs, on_done)
 
+    def delete(self, tenant: str, doc_id: str) -> bool:
+        """Remove a document; ordered with ingest batches so a delete is never undone by one in flight."""
+        with self._lock:
+            return self.index.delete(tenant, doc_id)
+
     def _ingest(
         self, docs: Sequence[Document], on_done: Callable[[IngestResult], None] | None
     ) -> list[IngestResult]:
