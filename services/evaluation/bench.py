@@ -47,7 +47,9 @@ def run_bench(
         if (d.text or d.title).strip()
     ]
     with tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp:
-        index = EmbeddedIndex.open(Path(tmp) / "index", dim=embedder.dim, settings=settings.index)
+        index = EmbeddedIndex.open(
+            Path(tmp) / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
+        )
         try:
             ingest = IngestService.from_settings(index, embedder, settings)
             started = time.perf_counter()

@@ -101,7 +101,9 @@ def eval_index(
     if not ready.exists():
         if root.exists():
             shutil.rmtree(root)  # an interrupted build: start over
-        index = EmbeddedIndex.open(root / "index", dim=embedder.dim, settings=settings.index)
+        index = EmbeddedIndex.open(
+            root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
+        )
         try:
             ingest = IngestService.from_settings(index, embedder, settings)
             acl = Acl(groups=["*"])
@@ -144,7 +146,9 @@ def eval_index(
             index.close()
             raise
     else:
-        index = EmbeddedIndex.open(root / "index", dim=embedder.dim, settings=settings.index)
+        index = EmbeddedIndex.open(
+            root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
+        )
     try:
         yield index, info
     finally:

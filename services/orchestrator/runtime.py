@@ -32,7 +32,7 @@ class Runtime:
     def open(cls, settings: RampartSettings, *, embedder: Embedder | None = None) -> Runtime:
         """Build everything; pass ``embedder`` to share an already-loaded model (tests, workers)."""
         embedder = embedder or build_embedder(settings)
-        index = open_index(settings, embedder.dim)
+        index = open_index(settings, embedder.dim, embedder.model_id)
         ingest = IngestService.from_settings(index, embedder, settings)
         search = SearchPipeline(HybridRetriever(index, embedder), settings.fusion)
         log.info("runtime ready", extra={"embedder": embedder.model_id, **index.stats()})

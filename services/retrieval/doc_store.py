@@ -364,6 +364,18 @@ class DocStore:
             n, total = self._db.execute("SELECT count(*), coalesce(sum(token_len), 0) FROM chunks").fetchone()
         return int(n), int(total)
 
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+                (key, value),
+            )
+
     def counts_by_state(self) -> dict[str, int]:
         with self._lock:
             return {s: n for s, n in self._db.execute("SELECT state, count(*) FROM documents GROUP BY state")}

@@ -51,8 +51,14 @@ class EmbeddedIndex:
         self._allowed_cache: dict[tuple[str, tuple[str, ...]], tuple[int, npt.NDArray[np.int64]]] = {}
 
     @classmethod
-    def open(cls, root: Path, *, dim: int, settings: IndexSettings | None = None) -> EmbeddedIndex:
-        """Open (or create) the index at ``root``, reconciling after an unclean stop."""
+    def open(
+        cls, root: Path, *, dim: int, settings: IndexSettings | None = None, model_id: str | None = None
+    ) -> EmbeddedIndex:
+        """Open (or create) the index at ``root``, reconciling after an unclean stop.
+
+        ``model_id`` is the embedder's: an index built with another model is refused, since its
+        stored vectors would be silently meaningless to the new one.
+        """
         root.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(str(root / ".lock"), timeout=0)
         try:
@@ -65,6 +71,8 @@ class EmbeddedIndex:
                 path=str(root),
             ) from exc
         try:
+            if model_id is not None:
+                _check_model(root, model_id)
             index = cls(root, dim, settings or IndexSettings(), lock)
             index.reconcile()
         except BaseException:
@@ -281,3 +289,22 @@ class EmbeddedIndex:
     def stats(self) -> dict[str, int]:
         n_chunks, _ = self.store.length_stats()
         return {"chunks": n_chunks, **{f"documents_{k}": v for k, v in self.store.counts_by_state().items()}}
+
+
+def _check_model(root: Path, model_id: str) -> None:
+    """Record the embedder on first open; refuse another one later (before opening anything else)."""
+    store = DocStore(root / "store.sqlite3")
+    try:
+        built_with = store.get_meta("embedder")
+        if built_with is None:
+            store.set_meta("embedder", model_id)
+        elif built_with != model_id:
+            raise RampartError(
+                ErrorCode.FAILED_PRECONDITION,
+                f"the index at {root} was built with embedder {built_with}, but the configured one is "
+                f"{model_id}; re-ingest into a fresh RAMPART_DATA_DIR (or configure the original model)",
+                built_with=built_with,
+                configured=model_id,
+            )
+    finally:
+        store.close()

@@ -76,7 +76,9 @@ class SearchIndex(Protocol):
     def close(self) -> None: ...
 
 
-def open_index(settings: RampartSettings, dim: int) -> SearchIndex:
+def open_index(settings: RampartSettings, dim: int, model_id: str | None = None) -> SearchIndex:
     from services.retrieval.embedded_index import EmbeddedIndex
 
-    return EmbeddedIndex.open(settings.data_dir / "index", dim=dim, settings=settings.index)
+    return EmbeddedIndex.open(
+        settings.data_dir / "index", dim=dim, settings=settings.index, model_id=model_id
+    )

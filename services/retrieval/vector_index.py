@@ -54,7 +54,7 @@ class FaissVectorIndex:
         if index.d != self.dim:
             raise ValueError(
                 f"vector index {self.path} has dimension {index.d}, the embedder gives {self.dim}; "
-                "rebuild the index (delete the data dir or run `rampart index rebuild`)"
+                "re-ingest into a fresh RAMPART_DATA_DIR (the embedding model changed)"
             )
         return index
 

@@ -176,6 +176,15 @@ def test_second_process_is_refused(tmp_path: Path) -> None:
         ix.close()
 
 
+def test_index_built_with_another_model_is_refused(tmp_path: Path) -> None:
+    EmbeddedIndex.open(tmp_path / "i", dim=DIM, model_id="model-a").close()
+    EmbeddedIndex.open(tmp_path / "i", dim=DIM, model_id="model-a").close()
+    with pytest.raises(RampartError, match="model-a") as err:
+        EmbeddedIndex.open(tmp_path / "i", dim=DIM, model_id="model-b")
+    assert "fresh RAMPART_DATA_DIR" in err.value.message
+    EmbeddedIndex.open(tmp_path / "i", dim=DIM, model_id="model-a").close()  # lock was released
+
+
 def test_custom_bm25_parameters_rescore_exactly(tmp_path: Path) -> None:
     texts = ["alpha alpha alpha beta", "alpha gamma delta epsilon zeta eta", "alpha"]
     default = EmbeddedIndex.open(tmp_path / "d", dim=DIM)
