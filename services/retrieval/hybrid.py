@@ -23,28 +23,44 @@ from services.retrieval.index import SearchIndex
 
 @dataclass(frozen=True)
 class SearchParams:
-    """Per-request knobs; defaults come from :class:`FusionSettings` (see :meth:`from_settings`)."""
+    """Per-request knobs. Build with :meth:`from_settings` so defaults have one home (FusionSettings)."""
 
-    top_k: int = 10
-    method: FusionMethod = FusionMethod.MINMAX
-    weights: dict[str, float] = field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
-    rrf_k: int = 60
-    candidates: int = 100
-    fill_missing: bool = True
+    top_k: int
+    method: FusionMethod
+    weights: dict[str, float]
+    rrf_k: int
+    candidates: int
+    fill_missing: bool
     bounds: dict[str, Bounds] = field(default_factory=dict)
     filters: SearchFilters | None = None
 
     @classmethod
-    def from_settings(cls, s: FusionSettings, **overrides: object) -> SearchParams:
-        base: dict[str, object] = {
-            "method": s.method,
-            "weights": {Retriever.BM25.value: s.bm25_weight, Retriever.DENSE.value: s.dense_weight},
-            "rrf_k": s.rrf_k,
-            "candidates": s.candidates,
-            "fill_missing": s.fill_missing,
-        }
-        base.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**base)  # type: ignore[arg-type]
+    def from_settings(
+        cls,
+        s: FusionSettings,
+        *,
+        top_k: int,
+        method: FusionMethod | None = None,
+        weights: dict[str, float] | None = None,
+        rrf_k: int | None = None,
+        candidates: int | None = None,
+        fill_missing: bool | None = None,
+        bounds: dict[str, Bounds] | None = None,
+        filters: SearchFilters | None = None,
+    ) -> SearchParams:
+        """Settings' defaults, overridden by whatever the request gives (``None`` = not given)."""
+        return cls(
+            top_k=top_k,
+            method=method if method is not None else s.method,
+            weights=weights
+            if weights is not None
+            else {Retriever.BM25.value: s.bm25_weight, Retriever.DENSE.value: s.dense_weight},
+            rrf_k=rrf_k if rrf_k is not None else s.rrf_k,
+            candidates=candidates if candidates is not None else s.candidates,
+            fill_missing=fill_missing if fill_missing is not None else s.fill_missing,
+            bounds=bounds or {},
+            filters=filters,
+        )
 
 
 @dataclass
