@@ -6,9 +6,10 @@ gateway and (later) inside the Ray Serve deployment.
 
 from __future__ import annotations
 
+from typing import Any
+
 from services.common.settings import FusionSettings
-from services.common.types import FusionMethod, Principal, SearchFilters
-from services.retrieval.fusion import Bounds
+from services.common.types import Principal
 from services.retrieval.hybrid import HybridRetriever, SearchOutcome, SearchParams
 
 
@@ -17,29 +18,9 @@ class SearchPipeline:
         self.retriever = retriever
         self.defaults = defaults
 
-    def params(
-        self,
-        *,
-        top_k: int,
-        method: FusionMethod | None = None,
-        weights: dict[str, float] | None = None,
-        rrf_k: int | None = None,
-        candidates: int | None = None,
-        fill_missing: bool | None = None,
-        bounds: dict[str, Bounds] | None = None,
-        filters: SearchFilters | None = None,
-    ) -> SearchParams:
-        return SearchParams.from_settings(
-            self.defaults,
-            top_k=top_k,
-            method=method,
-            weights=weights,
-            rrf_k=rrf_k,
-            candidates=candidates,
-            fill_missing=fill_missing,
-            bounds=bounds,
-            filters=filters,
-        )
+    def params(self, *, top_k: int, **overrides: Any) -> SearchParams:
+        """Request parameters: settings' defaults, overridden per request (see SearchParams.from_settings)."""
+        return SearchParams.from_settings(self.defaults, top_k=top_k, **overrides)
 
     def search(self, query: str, principal: Principal, params: SearchParams) -> SearchOutcome:
         return self.retriever.search(query, principal, params)
