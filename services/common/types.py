@@ -10,7 +10,7 @@ import base64
 import binascii
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
@@ -208,8 +208,3 @@ class ScoredChunk(BaseModel):
     )
     ranks: dict[str, int | None] = Field(default_factory=dict)
     fused: float
-
-
-def metadata_summary(meta: dict[str, Any]) -> dict[str, MetadataValue]:
-    """Keep only scalar metadata values (what the index can store and filter on)."""
-    return {k: v for k, v in meta.items() if isinstance(v, str | int | float | bool)}

@@ -256,16 +256,6 @@ class DocStore:
                 )
             ]
 
-    def fail_pending_without_chunks(self, reason: str) -> int:
-        """Pending documents whose chunks never reached the store: the process died mid-ingest."""
-        with self._tx() as db:
-            cur = db.execute(
-                "UPDATE documents SET state=?, error=?, updated_at=? WHERE state=? AND NOT EXISTS "
-                "(SELECT 1 FROM chunks c WHERE c.tenant=documents.tenant AND c.doc_id=documents.doc_id)",
-                (DocumentState.FAILED.value, reason, time.time(), DocumentState.PENDING.value),
-            )
-            return cur.rowcount
-
     # ---- chunks ------------------------------------------------------------------------------
     def allowed_cids(
         self, tenant: str, acl_tokens: Sequence[str], filters: SearchFilters | None = None
@@ -343,15 +333,6 @@ class DocStore:
                 "SELECT chunk_json FROM chunks WHERE tenant=? AND doc_id=? LIMIT 1", (tenant, doc_id)
             ).fetchone()
         return None if row is None else Chunk.model_validate_json(row[0]).version
-
-    def acl_tokens_of(self, tenant: str, doc_id: str) -> list[str]:
-        with self._lock:
-            return [
-                r[0]
-                for r in self._db.execute(
-                    "SELECT token FROM acl WHERE tenant=? AND doc_id=? ORDER BY token", (tenant, doc_id)
-                )
-            ]
 
     def all_cids(self) -> npt.NDArray[np.int64]:
         with self._lock:

@@ -129,7 +129,7 @@ class EmbeddedIndex:
             return 0
         for tenant, doc_id in pending:
             current = self.store.get_version(tenant, doc_id)
-            stored = self._stored_chunk_version(tenant, doc_id)
+            stored = self.store.chunk_version(tenant, doc_id)
             if current is None:
                 continue
             if stored is None:
@@ -152,9 +152,6 @@ class EmbeddedIndex:
                     "searchable; send the new version again",
                 )
         return len(pending)
-
-    def _stored_chunk_version(self, tenant: str, doc_id: str) -> int | None:
-        return self.store.chunk_version(tenant, doc_id)
 
     # ---- writes ---------------------------------------------------------------------------------------
     def write(self, docs: Sequence[DocumentWrite]) -> None:

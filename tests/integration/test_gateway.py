@@ -66,6 +66,11 @@ def search(client: TestClient, key: str, query: str, **extra: Any) -> Any:
     return client.post("/v1/search", json={"query": query, **extra}, headers=auth(key))
 
 
+def raw_search(client: TestClient, key: str, body: bytes) -> Any:
+    """POST bytes as they are (malformed JSON, bad encodings)."""
+    return client.post("/v1/search", content=body, headers={**auth(key), "content-type": "application/json"})
+
+
 def docs_of(resp: Any) -> list[str]:
     assert resp.status_code == 200, resp.text
     return [r["doc_id"] for r in resp.json()["results"]]
@@ -203,24 +208,8 @@ def test_errors_have_one_shape(api: tuple[TestClient, dict[str, str]]) -> None:
             "unauthenticated",
         ),
         (client.post("/v1/search", json={"query": "x"}, headers=auth(k["revoked"])), 401, "unauthenticated"),
-        (
-            client.post(
-                "/v1/search",
-                content=b"{not json",
-                headers={**auth(k["alice"]), "content-type": "application/json"},
-            ),
-            400,
-            "invalid_argument",
-        ),
-        (
-            client.post(
-                "/v1/search",
-                content=b'{"query": "caf\xe9"}',
-                headers={**auth(k["alice"]), "content-type": "application/json"},
-            ),
-            400,
-            "invalid_argument",
-        ),
+        (raw_search(client, k["alice"], b"{not json"), 400, "invalid_argument"),
+        (raw_search(client, k["alice"], b'{"query": "caf\xe9"}'), 400, "invalid_argument"),
         (search(client, k["alice"], "x", colour="red"), 400, "invalid_argument"),
         (search(client, k["alice"], "   "), 400, "invalid_argument"),
         (search(client, k["alice"], "x", top_k=100000), 400, "invalid_argument"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -63,11 +64,9 @@ def test_serve_answers_search_with_acl(tmp_path: Path, models_dir: Path) -> None
     try:
         deadline = time.monotonic() + 60
         while True:
-            try:
+            with contextlib.suppress(httpx.TransportError):  # not listening yet
                 if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                     break
-            except httpx.TransportError:
-                pass
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "server exited"
             assert time.monotonic() < deadline, "server not ready in 60 s"
             time.sleep(0.3)
