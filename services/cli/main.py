@@ -11,13 +11,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from services.cli.bench import bench_app
+from services.cli.train import train_app
+from services.cli.triton import triton_app
+from services.cli.ui import (
+    console,
+    fail,
+    load_settings,
+    out,
+    progress_bar,
+    resolve_dataset,
+    split_csv,
+    task_updater,
+)
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
-from services.common.telemetry import configure_logging
 from services.common.types import Acl, Document, FusionMethod, Principal
 
 if TYPE_CHECKING:
@@ -30,46 +40,9 @@ demo_app = typer.Typer(help="The sample corpus shipped in samples/.", no_args_is
 app.add_typer(models_app, name="models")
 app.add_typer(keys_app, name="keys")
 app.add_typer(demo_app, name="demo")
-console = Console(stderr=True)
-out = Console()
-
-
-def _settings() -> RampartSettings:
-    settings = RampartSettings()
-    configure_logging(settings.log_level, settings.log_format)
-    return settings
-
-
-def _fail(exc: RampartError) -> typer.Exit:
-    console.print(f"[red]error[/red] ({exc.code.value}): {exc.message}")
-    return typer.Exit(code=2)
-
-
-def _split(values: str) -> list[str]:
-    return [v.strip() for v in values.split(",") if v.strip()]
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-
-
-def _task_updater(bar: Progress) -> Callable[[str, int, int], None]:
-    """A ``(name, done, total)`` callback that keeps one progress bar per name."""
-    tasks: dict[str, TaskID] = {}
-
-    def update(name: str, done: int, total: int) -> None:
-        if name not in tasks:
-            tasks[name] = bar.add_task(name, total=total)
-        bar.update(tasks[name], completed=done)
-
-    return update
+app.add_typer(bench_app, name="bench")
+app.add_typer(train_app, name="train")
+app.add_typer(triton_app, name="triton")
 
 
 # ---- models ---------------------------------------------------------------------------------------
@@ -78,13 +51,49 @@ def models_build(force: Annotated[bool, typer.Option(help="Rebuild even if up to
     """Export the packaged models to ONNX under RAMPART_MODELS_DIR (needs the [build] extra)."""
     from services.models.build import build_models
 
-    settings = _settings()
+    settings = load_settings()
     try:
         built = build_models(settings.models_dir, force=force, progress=lambda m: console.print(f"• {m}"))
     except RampartError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     for name, path in built.items():
         console.print(f"[green]ready[/green] {name}: {path}")
+
+
+@models_app.command("export-reranker")
+def models_export_reranker(
+    source: Annotated[
+        str, typer.Argument(help="HF cross-encoder: a local folder or a hub name (needs network)")
+    ],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write")] = Path(
+        ".rampart/export/reranker"
+    ),
+    max_length: Annotated[int, typer.Option(min=16, max=512, help="Tokens per pair at serving time")] = 256,
+    variants: Annotated[str, typer.Option(help="fp32,int8")] = "fp32,int8",
+    model_id: Annotated[str | None, typer.Option(help="Name in the manifest (default: the source)")] = None,
+    install: Annotated[
+        bool, typer.Option(help="Install as the served reranker (<models_dir>/reranker)")
+    ] = False,
+) -> None:
+    """Export any Hugging Face cross-encoder (e.g. cross-encoder/ms-marco-MiniLM-L-6-v2) to ONNX, like ours."""
+    from services.models.reranker_export import export_reranker
+    from services.models.reranker_pipeline import install as install_model
+
+    settings = load_settings()
+    try:
+        path = export_reranker(
+            source,
+            out_dir,
+            model_id=model_id,
+            max_length=max_length,
+            variants=tuple(split_csv(variants)),
+            progress=lambda m: console.print(f"• {m}"),
+        )
+        if install:
+            console.print(f"[green]installed[/green] {install_model(path, settings.reranker_model_dir())}")
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(f"[green]exported[/green] {path}")
 
 
 # ---- serve ----------------------------------------------------------------------------------------
@@ -100,11 +109,11 @@ def serve(
     from services.gateway.app import create_app
     from services.orchestrator.runtime import Runtime
 
-    settings = _settings()
+    settings = load_settings()
     try:
         runtime = Runtime.open(settings)
     except RampartError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     keys = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
     if not keys.list():
         console.print(
@@ -149,19 +158,19 @@ def ingest(
     """Index files (txt, md, html, pdf, docx); a <file>.meta.json sidecar sets title/ACL/metadata."""
     from services.cli.files import discover, load
 
-    settings = _settings()
+    settings = load_settings()
     for p in paths:
         if not p.exists():
             console.print(f"[red]error[/red]: {p} does not exist")
             raise typer.Exit(code=2)
     try:
-        default_acl = Acl(users=_split(users), groups=_split(groups))
+        default_acl = Acl(users=split_csv(users), groups=split_csv(groups))
         send, close = _ingest_target(settings, url, api_key)
     except ValueError as exc:
         console.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     files = list(discover(paths, recursive=recursive))
     failures: list[tuple[str, str]] = []
     counts = {"indexed": 0, "unchanged": 0, "failed": 0}
@@ -180,7 +189,7 @@ def ingest(
             bar.advance(task)
 
     try:
-        with _progress() as bar:
+        with progress_bar() as bar:
             task = bar.add_task(f"ingesting into tenant {tenant}", total=len(files))
             batch: list[Document] = []
             for root, f in files:
@@ -197,7 +206,7 @@ def ingest(
             if batch:
                 flush(batch)
     except RampartError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     finally:
         close()
     console.print(
@@ -255,7 +264,7 @@ def search(
         console.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     if as_json:
         out.print_json(json.dumps(hits))
         return
@@ -303,8 +312,8 @@ def _search_hits(
 
     if not tenant:
         raise ValueError("--tenant is required when searching the local index (or use --url with an API key)")
-    who = Principal(tenant=tenant, user=user, groups=_split(groups), scopes=["search"])
-    runtime = Runtime.open(_settings())
+    who = Principal(tenant=tenant, user=user, groups=split_csv(groups), scopes=["search"])
+    runtime = Runtime.open(load_settings())
     try:
         params = runtime.search.params(top_k=top_k, method=method, weights=weights)
         outcome = runtime.search.search(query, who, params)
@@ -328,36 +337,73 @@ def evaluate(
     cache_dir: Annotated[
         Path | None, typer.Option(help="Index cache (default <data_dir setting>/eval-cache)")
     ] = None,
+    query_split: Annotated[
+        str, typer.Option(help="all, or train/heldout: the fixed halves of a single-split set (HotpotQA-500)")
+    ] = "all",
+    rerank_depth: Annotated[
+        int | None, typer.Option(min=1, help="Chunks reranked by +rerank pipelines (default: rerank.depth)")
+    ] = None,
 ) -> None:
-    """Index a BEIR dataset (cached by content hash) and report nDCG@10, Recall@100, MRR@10, latency."""
+    """Index a BEIR dataset (cached by content hash) and report nDCG@10, Recall@100, MRR@10, latency.
+
+    Pipelines: bm25, dense, hybrid-<minmax|zscore|rrf>[:W]; append +rerank (cross-encoder order) or
+    +rerank-fused (blended with the first-stage score), e.g. hybrid-minmax+rerank-fused.
+    """
+    from dataclasses import replace
+
     from services.evaluation.beir import load_beir
     from services.evaluation.report import EvalReport, plot_bars, render_table, write_json
     from services.evaluation.runner import PipelineSpec, evaluate_pipelines
     from services.evaluation.significance import compare_pipelines
+    from services.evaluation.splits import select_queries
+    from services.rerank.reranker import build_reranker
     from services.retrieval.embedder import build_embedder
 
-    settings = _settings()
+    settings = load_settings()
+    if rerank_depth is not None:
+        settings = settings.model_copy(
+            update={"rerank": settings.rerank.model_copy(update={"depth": rerank_depth})}
+        )
+    if query_split not in ("all", "train", "heldout"):
+        raise typer.BadParameter(f"--query-split {query_split!r}: use all, train or heldout")
     try:
-        dataset = load_beir(_resolve_dataset(data_dir, settings), split)
+        dataset = load_beir(resolve_dataset(data_dir, settings), split)
+        if query_split != "all":
+            keep = set(select_queries(dataset.queries, query_split))  # type: ignore[arg-type]
+            dataset = replace(
+                dataset,
+                split=f"{split}/{query_split}",
+                queries={q: t for q, t in dataset.queries.items() if q in keep},
+                qrels={q: r for q, r in dataset.qrels.items() if q in keep},
+            )
         specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
         embedder = build_embedder(settings)
-        with _progress() as bar:
-            progress = _task_updater(bar)
+        reranker = build_reranker(settings) if any(s.rerank for s in specs) else None
+        with progress_bar() as bar:
+            progress = task_updater(bar)
             summary, per_query, info = evaluate_pipelines(
                 dataset,
                 settings,
                 embedder,
                 specs,
                 cache_dir or settings.data_dir / "eval-cache",
+                reranker=reranker,
                 progress=progress,
             )
     except RampartError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     significance = []
     for base in ("bm25", "dense"):
         if base in per_query and len(per_query) > 1:
             significance += [
-                r for r in compare_pipelines(per_query, base) if r.candidate.startswith("hybrid")
+                r
+                for r in compare_pipelines(per_query, base)
+                if r.candidate.startswith("hybrid") and "+" not in r.candidate
+            ]
+    for first in {s.name.split("+")[0] for s in specs if s.rerank}:
+        if first in per_query:
+            significance += [
+                r for r in compare_pipelines(per_query, first) if r.candidate.startswith(first + "+")
             ]
     report = EvalReport(
         significance=significance,
@@ -366,6 +412,16 @@ def evaluate(
             "index": info,
             "chunking": settings.chunking.model_dump(mode="json"),
             "bm25": {"k1": settings.index.bm25_k1, "b": settings.index.bm25_b},
+            **(
+                {
+                    "rerank": {
+                        "model": reranker.model_id,
+                        **settings.rerank.model_dump(mode="json", exclude={"triton"}),
+                    }
+                }
+                if reranker
+                else {}
+            ),
         },
         dataset=dataset.name,
         split=split,
@@ -388,47 +444,6 @@ def evaluate(
         plot_bars(report, png_out)
 
 
-def _resolve_dataset(path: Path, settings: RampartSettings) -> Path:
-    """A path as given, else a name under RAMPART_EVAL_DATA_DIR; a ``beir/`` subfolder is used if present."""
-    candidates = [path] if path.exists() else [settings.eval_data_dir / path]
-    for c in candidates:
-        if not (c / "corpus.jsonl").exists() and (c / "beir" / "corpus.jsonl").exists():
-            return c / "beir"
-    return candidates[0]
-
-
-@app.command()
-def bench(
-    data_dir: Annotated[Path, typer.Argument(help="A BEIR folder, or a name under RAMPART_EVAL_DATA_DIR")],
-    docs: Annotated[int, typer.Option(min=1, help="Documents to index (timed)")] = 500,
-    queries: Annotated[int, typer.Option(min=1, help="Queries to time")] = 200,
-    split: Annotated[str, typer.Option(help="qrels split whose queries are used")] = "test",
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
-) -> None:
-    """Indexing rate and per-stage search latency (p50/p95) of the embedded pipeline."""
-    from services.evaluation.beir import load_beir
-    from services.evaluation.bench import run_bench
-    from services.retrieval.embedder import build_embedder
-
-    settings = _settings()
-    try:
-        dataset = load_beir(_resolve_dataset(data_dir, settings), split)
-        embedder = build_embedder(settings)
-        with _progress() as bar:
-            progress = _task_updater(bar)
-            figures = run_bench(dataset, settings, embedder, docs=docs, queries=queries, progress=progress)
-    except RampartError as exc:
-        raise _fail(exc) from exc
-    table = Table("figure", "value", title=f"bench: {dataset.name} ({docs} docs, {queries} queries)")
-    for key, value in figures.items():
-        table.add_row(key, f"{value:g}")
-    out.print(table)
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        record = {"dataset": dataset.name, "command": "rampart " + " ".join(sys.argv[1:]), "figures": figures}
-        json_out.write_text(json.dumps(record, indent=2))
-
-
 # ---- keys ------------------------------------------------------------------------------------------
 @keys_app.command("create")
 def keys_create(
@@ -441,16 +456,16 @@ def keys_create(
     """Create an API key; it is printed once (stdout) and only its hash is stored."""
     from services.gateway.api_keys import ApiKeyStore
 
-    settings = _settings()
+    settings = load_settings()
     store = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
     try:
-        who = Principal(tenant=tenant, user=user, groups=_split(groups), scopes=_split(scopes))
+        who = Principal(tenant=tenant, user=user, groups=split_csv(groups), scopes=split_csv(scopes))
         key, record = store.create(who, label=label)
     except ValueError as exc:
         console.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     console.print(f"created key {record.id} for {tenant}/{user}; store it now, it is not shown again:")
     out.print(key, highlight=False)
 
@@ -459,7 +474,7 @@ def keys_create(
 def keys_list() -> None:
     from services.gateway.api_keys import ApiKeyStore
 
-    settings = _settings()
+    settings = load_settings()
     table = Table("id", "tenant", "user", "groups", "scopes", "label", "created", "revoked")
     for k in ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings)).list():
         p = k.principal
@@ -480,7 +495,7 @@ def keys_list() -> None:
 def keys_revoke(key_id: Annotated[str, typer.Argument()]) -> None:
     from services.gateway.api_keys import ApiKeyStore
 
-    settings = _settings()
+    settings = load_settings()
     if not ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings)).revoke(key_id):
         console.print(f"[red]error[/red]: no key {key_id!r}; see `rampart keys list`")
         raise typer.Exit(code=2)
@@ -508,7 +523,7 @@ def demo_seed(
     """Ingest samples/<tenant>/ for each tenant and create demo API keys (once) in <data_dir>/demo-keys.env."""
     from services.gateway.api_keys import ApiKeyStore
 
-    settings = _settings()
+    settings = load_settings()
     for tenant_dir in sorted(p for p in samples.iterdir() if p.is_dir()):
         try:
             ingest([tenant_dir], tenant=tenant_dir.name)
@@ -523,7 +538,8 @@ def demo_seed(
     lines = []
     for tenant, user, groups, scopes in DEMO_PRINCIPALS:
         key, _ = store.create(
-            Principal(tenant=tenant, user=user, groups=_split(groups), scopes=_split(scopes)), label="demo"
+            Principal(tenant=tenant, user=user, groups=split_csv(groups), scopes=split_csv(scopes)),
+            label="demo",
         )
         lines.append(f"{tenant.upper()}_{user.upper()}_KEY={key}")
     settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -15,12 +15,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.common.errors import invalid
+from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.metrics import evaluate_run_per_query, latency_summary
 from services.ingest.service import IngestService, Outcome
+from services.orchestrator.search import SearchPipeline
+from services.rerank.reranker import Reranker
+from services.rerank.score_cache import ScoreCache
+from services.rerank.stage import Mode, RerankStage
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever, SearchParams
@@ -35,16 +39,27 @@ CHUNK_DEPTH = 300  # chunks retrieved per query before MaxP aggregation to docum
 Progress = Callable[[str, int, int], None]
 
 
+RERANK_SUFFIXES = {"+rerank": "pure", "+rerank-fused": "fused", "+rerank-residual": "residual"}
+
+
 @dataclass(frozen=True)
 class PipelineSpec:
-    """``bm25``, ``dense`` or ``hybrid-<minmax|zscore|rrf>[:<bm25 weight>]``."""
+    """``bm25``, ``dense`` or ``hybrid-<minmax|zscore|rrf>[:<bm25 weight>]``, optionally followed by
+    ``+rerank`` (cross-encoder order) or ``+rerank-fused`` (blended with the first-stage score)."""
 
     name: str
     weights: dict[str, float]
     method: FusionMethod
+    rerank: Mode | None = None
 
     @classmethod
     def parse(cls, spec: str, settings: RampartSettings) -> PipelineSpec:
+        for suffix, mode in RERANK_SUFFIXES.items():
+            if spec.endswith(suffix):
+                first = cls.parse(spec.removesuffix(suffix), settings)
+                return cls(spec, first.weights, first.method, mode)  # type: ignore[arg-type]
+        if "+" in spec:
+            raise invalid(f"unknown stage in pipeline {spec!r}; append +rerank or +rerank-fused")
         base, _, weight = spec.partition(":")
         if base == "bm25":
             return cls(spec, {"bm25": 1.0, "dense": 0.0}, FusionMethod.MINMAX)
@@ -172,9 +187,17 @@ def run_pipeline(
     spec: PipelineSpec,
     settings: RampartSettings,
     *,
+    rerank: RerankStage | None = None,
     progress: Progress | None = None,
 ) -> tuple[dict[str, dict[str, float]], list[float]]:
-    """``(run, latencies_ms)``; latency covers query embedding + both searches + fusion."""
+    """``(run, latencies_ms)``; latency covers query embedding, both searches, fusion and reranking.
+
+    Runs through :class:`SearchPipeline`, the code the gateway serves with.
+    """
+    if spec.rerank and (rerank is None or not rerank.enabled):
+        raise invalid(f"pipeline {spec.name!r} needs a reranker; run `rampart models build`")
+    pipeline = SearchPipeline(retriever, settings.fusion, rerank, settings.rerank)
+    options = pipeline.rerank_options(enabled=spec.rerank is not None, mode=spec.rerank)
     params = SearchParams.from_settings(
         settings.fusion,
         top_k=CHUNK_DEPTH,
@@ -187,7 +210,12 @@ def run_pipeline(
     total = len(dataset.queries)
     for i, (qid, query) in enumerate(dataset.queries.items(), start=1):
         t0 = time.perf_counter()
-        outcome = retriever.search(query, EVAL_PRINCIPAL, params)
+        outcome = pipeline.search(query, EVAL_PRINCIPAL, params, options)
+        if outcome.degraded:
+            raise RampartError(
+                ErrorCode.UNAVAILABLE,
+                f"pipeline {spec.name!r} degraded ({outcome.degraded}); figures would be wrong",
+            )
         latencies.append((time.perf_counter() - t0) * 1000)
         run[qid] = maxp([(h.chunk.doc_id, h.fused) for h in outcome.hits])
         if progress and (i % 25 == 0 or i == total):
@@ -202,15 +230,21 @@ def evaluate_pipelines(
     specs: Sequence[PipelineSpec],
     cache_root: Path,
     *,
+    reranker: Reranker | None = None,
     progress: Progress | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], dict[str, int]]:
-    """``(summary per pipeline, per-query metrics per pipeline, index info)``."""
+    """``(summary per pipeline, per-query metrics per pipeline, index info)``.
+
+    Rerank pipelines share one score cache, so ``X+rerank`` and ``X+rerank-fused`` score each pair once
+    (their latencies are then not comparable: the second one reads the cache).
+    """
+    stage = RerankStage(reranker, ScoreCache(1_000_000)) if reranker is not None else None
     summary: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     with eval_index(dataset, settings, embedder, cache_root, progress=progress) as (index, info):
         retriever = HybridRetriever(index, embedder)
         for spec in specs:
-            run, latencies = run_pipeline(retriever, dataset, spec, settings, progress=progress)
+            run, latencies = run_pipeline(retriever, dataset, spec, settings, rerank=stage, progress=progress)
             pq = evaluate_run_per_query(dataset.qrels, run, METRICS)
             per_query[spec.name] = pq
             summary[spec.name] = {

@@ -60,6 +60,9 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
         "rampart_http_request_seconds", "Gateway request latency", ["route", "status"], registry=registry
     )
     errors = Counter("rampart_http_errors_total", "Gateway errors by code", ["code"], registry=registry)
+    degraded = Counter(
+        "rampart_degraded_total", "Responses served without a stage, by stage", ["stage"], registry=registry
+    )
 
     app = FastAPI(
         title="Rampart",
@@ -179,7 +182,20 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     async def readyz() -> dict[str, Any]:
         """Readiness: models loaded and index open."""
         stats = await run_in_threadpool(runtime.index.stats)
-        return {"status": "ready", "embedder": runtime.embedder.model_id, "index": stats}
+        rerank = "disabled"
+        if runtime.reranker is not None:
+            try:
+                await run_in_threadpool(runtime.reranker.check_ready)
+                rerank = "ready"
+            except RampartError as exc:
+                rerank = f"degraded: {exc.message}"  # search still serves, in fused order
+        return {
+            "status": "ready",
+            "embedder": runtime.embedder.model_id,
+            "reranker": runtime.reranker.model_id if runtime.reranker else None,
+            "rerank": rerank,
+            "index": stats,
+        }
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
     async def metrics() -> Response:
@@ -270,12 +286,22 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
             bounds={k: Bounds(v.low, v.high) for k, v in f.bounds.items()} if f and f.bounds else None,
             filters=body.filters,
         )
-        outcome = await run_in_threadpool(runtime.search.search, body.query, who, params)
+        r = body.rerank
+        rerank = runtime.search.rerank_options(
+            enabled=r.enabled if r else None,
+            depth=r.depth if r else None,
+            mode=r.mode if r else None,
+            weight=r.weight if r else None,
+        )
+        outcome = await run_in_threadpool(runtime.search.search, body.query, who, params, rerank)
+        for stage in outcome.degraded:
+            degraded.labels(stage=stage).inc()
         return SearchResponse(
             query=body.query,
             results=to_hits(outcome.hits),
             candidates=outcome.candidates,
             timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
+            degraded=outcome.degraded,
             request_id=request.state.request_id,
         )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
@@ -49,12 +51,25 @@ class FusionOptions(Strict):
     )
 
 
+class RerankOptionsIn(Strict):
+    enabled: bool | None = Field(
+        default=None, description="false: fused order only (skips the cross-encoder)"
+    )
+    depth: int | None = Field(default=None, ge=1, le=200, description="Fused candidates to rerank")
+    mode: Literal["auto", "residual", "fused", "pure"] | None = Field(
+        default=None,
+        description="residual: logit + learned weight x first-stage; fused: min-max blend; pure: cross-encoder order",
+    )
+    weight: float | None = Field(default=None, ge=0.0, le=1.0, description="Reranker weight in fused mode")
+
+
 class SearchRequest(Strict):
     query: str = Field(min_length=1, description="Free text")
     top_k: int = Field(default=10, ge=1, description="Number of chunks to return (capped by the server)")
     tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
     filters: SearchFilters | None = None
     fusion: FusionOptions | None = None
+    rerank: RerankOptionsIn | None = None
 
 
 class SearchHit(BaseModel):
@@ -67,9 +82,11 @@ class SearchHit(BaseModel):
     text: str
     source: str
     version: int
-    scores: dict[str, float | None] = Field(description="Raw score per retriever")
+    scores: dict[str, float | None] = Field(
+        description="Raw score per retriever, and the cross-encoder logit under 'rerank' if reranked"
+    )
     ranks: dict[str, int | None] = Field(description="Rank in each retriever's own list (null: not found)")
-    fused: float
+    fused: float = Field(description="Final ranking score (after reranking for the reranked top results)")
 
 
 def to_hits(scored: list[ScoredChunk]) -> list[SearchHit]:
@@ -98,6 +115,10 @@ class SearchResponse(BaseModel):
     results: list[SearchHit]
     candidates: dict[str, int]
     timings_ms: dict[str, float]
+    degraded: list[str] = Field(
+        default_factory=list,
+        description='Stages skipped for this response, e.g. ["rerank"] when the reranker is down',
+    )
     request_id: str
 
 

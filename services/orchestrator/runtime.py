@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from services.common.settings import RampartSettings
 from services.ingest.service import IngestService
 from services.orchestrator.search import SearchPipeline
+from services.rerank.reranker import Reranker, build_reranker
+from services.rerank.score_cache import ScoreCache
+from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder, build_embedder
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import SearchIndex, open_index
@@ -27,16 +30,38 @@ class Runtime:
     index: SearchIndex
     ingest: IngestService
     search: SearchPipeline
+    reranker: Reranker | None = None
+    owns_reranker: bool = True  # False when the caller passed one in (it closes it)
 
     @classmethod
-    def open(cls, settings: RampartSettings, *, embedder: Embedder | None = None) -> Runtime:
-        """Build everything; pass ``embedder`` to share an already-loaded model (tests, workers)."""
+    def open(
+        cls,
+        settings: RampartSettings,
+        *,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> Runtime:
+        """Build everything; pass ``embedder``/``reranker`` to share already-loaded models (tests, workers)."""
         embedder = embedder or build_embedder(settings)
+        owns = reranker is None
+        reranker = reranker if reranker is not None else build_reranker(settings)
         index = open_index(settings, embedder.dim, embedder.model_id)
         ingest = IngestService.from_settings(index, embedder, settings)
-        search = SearchPipeline(HybridRetriever(index, embedder), settings.fusion)
-        log.info("runtime ready", extra={"embedder": embedder.model_id, **index.stats()})
-        return cls(settings, embedder, index, ingest, search)
+        cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
+        search = SearchPipeline(
+            HybridRetriever(index, embedder), settings.fusion, RerankStage(reranker, cache), settings.rerank
+        )
+        log.info(
+            "runtime ready",
+            extra={
+                "embedder": embedder.model_id,
+                "reranker": reranker.model_id if reranker else None,
+                **index.stats(),
+            },
+        )
+        return cls(settings, embedder, index, ingest, search, reranker, owns)
 
     def close(self) -> None:
         self.index.close()
+        if self.reranker is not None and self.owns_reranker:
+            self.reranker.close()

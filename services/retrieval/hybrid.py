@@ -68,6 +68,7 @@ class SearchOutcome:
     hits: list[ScoredChunk]
     timings_ms: dict[str, float]
     candidates: dict[str, int]
+    degraded: list[str] = field(default_factory=list)  # stages skipped (e.g. "rerank"), see DESIGN §8
 
 
 class HybridRetriever:

@@ -153,15 +153,18 @@ def test_eval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
         "eval",
         str(data),
         "--pipelines",
-        "bm25,dense,hybrid-minmax,hybrid-rrf:0.3",
+        "bm25,dense,hybrid-minmax,hybrid-rrf:0.3,hybrid-minmax+rerank,hybrid-minmax+rerank-fused",
         "--json",
         str(out_json),
     )
     report = json.loads(out_json.read_text())
-    assert set(report["pipelines"]) == {"bm25", "dense", "hybrid-minmax", "hybrid-rrf:0.3"}
-    for figures in report["pipelines"].values():
-        assert figures["ndcg@10"] == pytest.approx(1.0)  # each query has one obvious answer
+    first_stage = {"bm25", "dense", "hybrid-minmax", "hybrid-rrf:0.3"}
+    assert set(report["pipelines"]) == first_stage | {"hybrid-minmax+rerank", "hybrid-minmax+rerank-fused"}
+    for name, figures in report["pipelines"].items():
+        # each query has one obvious answer; the reranker must not lose it either
+        assert figures["ndcg@10"] == pytest.approx(1.0), name
         assert figures["latency_ms_p50"] > 0
+    assert report["notes"]["rerank"]["model"].startswith("rampart-minilm-l6-ce")
     assert out_json.with_suffix(".png").stat().st_size > 1000
     # second run reuses the cached index
     run(env, "eval", str(data), "--pipelines", "bm25")
@@ -184,8 +187,19 @@ def test_eval_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> None:
 def test_bench_prints_rates_and_stage_latencies(env: dict[str, str], tmp_path: Path) -> None:
     data = write_beir(tmp_path / "beir")
     out_json = tmp_path / "bench.json"
-    run(env, "bench", str(data), "--docs", "4", "--queries", "3", "--json", str(out_json))
+    run(env, "bench", "search", str(data), "--docs", "4", "--queries", "3", "--json", str(out_json))
     figures = json.loads(out_json.read_text())["figures"]
     assert figures["docs"] == 4 and figures["index_docs_per_s"] > 0
     for stage in ("embed", "bm25", "dense", "fuse", "total"):
         assert figures[f"search_{stage}_ms_p50"] > 0
+
+
+def test_bench_rerank_compares_backends_including_a_real_triton(env: dict[str, str], tmp_path: Path) -> None:
+    out_json = tmp_path / "bench-rerank.json"
+    env = {**env, "RAMPART_RERANK__TRITON__VENV": str(REPO / ".venv-triton")}
+    run(env, "bench", "rerank", "--batches", "1,4", "--tokens", "32", "--pairs", "4", "--json", str(out_json))
+    record = json.loads(out_json.read_text())
+    seen = {(r["backend"], r["batch"], r["concurrency"]) for r in record["rows"]}
+    assert {("onnx-int8", 4, 16), ("triton", 4, 16), ("triton", 1, 1)} <= seen
+    assert all(r["pairs_per_s"] > 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in record["rows"])
+    assert {(r["batch"], r["concurrency"]) for r in record["ratios"]} == {(1, 1), (1, 16), (4, 1), (4, 16)}

@@ -1,0 +1,161 @@
+"""``rampart bench …``: speed figures (targets live here, never in timed unit tests)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from services.cli.ui import (
+    console,
+    fail,
+    load_settings,
+    out,
+    progress_bar,
+    resolve_dataset,
+    split_csv,
+    task_updater,
+)
+from services.common.errors import RampartError
+
+bench_app = typer.Typer(help="Benchmarks: search pipeline, reranker backends.", no_args_is_help=True)
+
+
+@bench_app.command("search")
+def bench_search(
+    data_dir: Annotated[Path, typer.Argument(help="A BEIR folder, or a name under RAMPART_EVAL_DATA_DIR")],
+    docs: Annotated[int, typer.Option(min=1, help="Documents to index (timed)")] = 500,
+    queries: Annotated[int, typer.Option(min=1, help="Queries to time")] = 200,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used")] = "test",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """Indexing rate and per-stage search latency (p50/p95) of the embedded pipeline."""
+    from services.evaluation.beir import load_beir
+    from services.evaluation.bench import run_bench
+    from services.retrieval.embedder import build_embedder
+
+    settings = load_settings()
+    try:
+        dataset = load_beir(resolve_dataset(data_dir, settings), split)
+        embedder = build_embedder(settings)
+        with progress_bar() as bar:
+            progress = task_updater(bar)
+            figures = run_bench(dataset, settings, embedder, docs=docs, queries=queries, progress=progress)
+    except RampartError as exc:
+        raise fail(exc) from exc
+    table = Table("figure", "value", title=f"bench: {dataset.name} ({docs} docs, {queries} queries)")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:g}")
+    out.print(table)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        record = {"dataset": dataset.name, "command": "rampart " + " ".join(sys.argv[1:]), "figures": figures}
+        json_out.write_text(json.dumps(record, indent=2))
+
+
+@bench_app.command("rerank")
+def bench_rerank(
+    batches: Annotated[str, typer.Option(help="Pairs per call")] = "1,8,32",
+    tokens: Annotated[int, typer.Option(min=16, max=512, help="Tokens per (query, passage) pair")] = 256,
+    torch_model: Annotated[
+        Path | None,
+        typer.Option(
+            help="HF folder of the same model for the PyTorch row (e.g. .rampart/train/reranker/hf)"
+        ),
+    ] = None,
+    triton: Annotated[
+        bool, typer.Option(help="Start a local tritonserver (rerank.triton.venv) and bench it")
+    ] = True,
+    pairs: Annotated[int, typer.Option(min=1, help="At least this many pairs scored per row")] = 64,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON here")] = None,
+) -> None:
+    """pairs/s and p50/p95 per call: PyTorch vs ONNX fp32 vs int8 in-process, and Triton (gRPC) vs in-process."""
+    import tempfile
+
+    from services.common.net import free_port
+    from services.common.settings import TritonSettings
+    from services.evaluation.rerank_bench import ScoreFn, ratios, run_rerank_bench, torch_scorer
+    from services.rerank.onnx_reranker import OnnxReranker, load_manifest
+    from services.rerank.triton_repository import materialize
+    from services.rerank.triton_reranker import TritonReranker
+    from services.rerank.triton_server import TritonServer
+
+    settings = load_settings()
+    model_dir = settings.reranker_model_dir()
+    sizes = [int(b) for b in split_csv(batches)]
+    try:
+        manifest = load_manifest(model_dir)
+        backends: dict[str, ScoreFn] = {}
+        if torch_model is not None:
+            backends["torch-fp32"] = torch_scorer(torch_model, tokens)
+        for variant in ("fp32", "int8"):
+            if variant in manifest["variants"]:
+                backends[f"onnx-{variant}"] = OnnxReranker.from_dir(
+                    model_dir, variant=variant, max_length=tokens
+                ).score
+        concurrency: dict[str, tuple[int, ...]] = {name: (1,) for name in backends}
+        local = f"onnx-{settings.rerank.variant}"
+        concurrency[local] = (1, 16)
+        with tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp:
+            server = None
+            if triton:
+                repo = materialize(
+                    model_dir, Path(tmp) / "repo", variant=settings.rerank.variant, max_length=tokens
+                )
+                server = TritonServer(
+                    venv=settings.rerank.triton.venv,
+                    repository=repo,
+                    work_dir=Path(tmp) / "triton",
+                    grpc_port=free_port(),
+                    http_port=free_port(),
+                    metrics_port=free_port(),
+                ).start()
+                cfg = TritonSettings(url=server.grpc_url, deadline_ms=120_000, batch_size=max(sizes))
+                backends["triton"] = TritonReranker.connect(cfg).score
+                concurrency["triton"] = (1, 16)
+            try:
+                with progress_bar() as bar:
+                    rows = run_rerank_bench(
+                        backends,
+                        batches=sizes,
+                        tokens=tokens,
+                        concurrency=concurrency,
+                        min_pairs=pairs,
+                        progress=task_updater(bar),
+                    )
+            finally:
+                if server is not None:
+                    server.stop()
+    except RampartError as exc:
+        raise fail(exc) from exc
+    table = Table(
+        "backend", "batch", "concurrency", "pairs/s", "p50 ms", "p95 ms", title=f"rerank at {tokens} tokens"
+    )
+    for r in rows:
+        table.add_row(
+            r["backend"],
+            str(r["batch"]),
+            str(r["concurrency"]),
+            f"{r['pairs_per_s']:g}",
+            f"{r['p50_ms']:g}",
+            f"{r['p95_ms']:g}",
+        )
+    out.print(table)
+    ratio_rows = ratios(rows, "triton", local) if triton else []
+    for r in ratio_rows:
+        console.print(
+            f"triton/{local} throughput at batch {r['batch']}, concurrency {r['concurrency']}: {r['ratio']}"
+        )
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "command": "rampart " + " ".join(sys.argv[1:]),
+            "model": manifest.get("model_id"),
+            "rows": rows,
+            "ratios": ratio_rows,
+        }
+        json_out.write_text(json.dumps(record, indent=2))

@@ -1,0 +1,99 @@
+"""``rampart train …``: build Rampart's own models from training splits (needs the [build] extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.cli.ui import console, fail, invocation, load_settings, progress_bar, split_csv, task_updater
+from services.common.errors import RampartError
+
+train_app = typer.Typer(help="Train Rampart's models from the training splits in RAMPART_EVAL_DATA_DIR.")
+
+
+@train_app.command("reranker")
+def train_reranker_cmd(
+    ctx: typer.Context,
+    out_dir: Annotated[Path, typer.Option("--out", help="Work folder: checkpoint/, hf/, onnx/")] = Path(
+        ".rampart/train/reranker"
+    ),
+    sources: Annotated[
+        str, typer.Option(help="Training sources: scifact,hotpotqa,nq")
+    ] = "scifact,hotpotqa,nq",
+    max_steps: Annotated[
+        int, typer.Option(min=1, help="Optimiser steps (the LR schedule spans these)")
+    ] = 420,
+    max_minutes: Annotated[float, typer.Option(min=0.1, help="Wall-clock bound; stops early")] = 50.0,
+    max_length: Annotated[int, typer.Option(min=16, max=512, help="Tokens per (query, chunk) pair")] = 160,
+    groups_per_step: Annotated[int, typer.Option(min=1, help="Queries per step")] = 8,
+    negatives: Annotated[int, typer.Option(min=1, help="Hard negatives per query")] = 3,
+    lr: Annotated[float, typer.Option(help="Peak learning rate")] = 5e-5,
+    seed: Annotated[int, typer.Option(help="Seed for data order, sampling and the head")] = 13,
+    groups_per_source: Annotated[
+        int | None, typer.Option(min=1, help="Use only this many queries per source (smoke runs)")
+    ] = None,
+    checkpoint_every: Annotated[int, typer.Option(min=1, help="Steps between checkpoints")] = 50,
+    prior_weight: Annotated[
+        float | None,
+        typer.Option(help="Residual training: learn logit + w*first-stage score, w starting here (e.g. 4)"),
+    ] = None,
+    base: Annotated[
+        Path | None, typer.Option(help="Start from this HF folder (default: the packaged MiniLM-L6)")
+    ] = None,
+    num_layers: Annotated[
+        int | None,
+        typer.Option(min=1, max=6, help="Keep only the first N encoder layers (faster, shallower)"),
+    ] = None,
+    model_id: Annotated[str, typer.Option(help="Name recorded in the manifest")] = "rampart-minilm-l6-ce",
+    variants: Annotated[str, typer.Option(help="ONNX variants to export: fp32,int8")] = "fp32,int8",
+    install: Annotated[
+        bool, typer.Option(help="Install the result as the served reranker (<models_dir>/reranker)")
+    ] = False,
+) -> None:
+    """Mine hard negatives with the hybrid retriever, fine-tune MiniLM-L6 as a cross-encoder, export to ONNX.
+
+    Resumes from OUT/checkpoint if present (same settings). Writes OUT/onnx/ with the model card.
+    """
+    from services.models.reranker_pipeline import install as install_model
+    from services.models.reranker_pipeline import packaged_encoder, train_reranker
+    from services.models.reranker_train import TrainConfig
+    from services.retrieval.embedder import build_embedder
+
+    settings = load_settings()
+    cfg = TrainConfig(
+        base=str(base or packaged_encoder()),
+        out_dir=out_dir,
+        max_steps=max_steps,
+        max_minutes=max_minutes,
+        groups_per_step=groups_per_step,
+        negatives=negatives,
+        max_length=max_length,
+        lr=lr,
+        seed=seed,
+        checkpoint_every=checkpoint_every,
+        num_layers=num_layers,
+        prior_weight=prior_weight,
+    )
+    try:
+        embedder = build_embedder(settings)
+        with progress_bar() as bar:
+            onnx_dir = train_reranker(
+                settings,
+                embedder,
+                cfg,
+                sources=split_csv(sources),
+                model_id=model_id,
+                command=invocation(ctx),
+                variants=tuple(split_csv(variants)),
+                groups_per_source=groups_per_source,
+                say=lambda m: console.print(f"• {m}"),
+                progress=task_updater(bar),
+            )
+        if install:
+            dest = install_model(onnx_dir, settings.reranker_model_dir())
+            console.print(f"[green]installed[/green] {dest}")
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(f"[green]done[/green] {onnx_dir} (model card: {onnx_dir / 'MODEL_CARD.md'})")

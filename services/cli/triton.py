@@ -1,0 +1,85 @@
+"""``rampart triton …``: build the model repository and run a local tritonserver with it."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.cli.ui import console, fail, load_settings
+from services.common.errors import RampartError
+
+triton_app = typer.Typer(help="NVIDIA Triton: model repository and a local server.", no_args_is_help=True)
+
+
+@triton_app.command("repo")
+def triton_repo(
+    out_dir: Annotated[Path, typer.Option("--out", help="Repository folder to (re)write")] = Path(
+        ".rampart/triton/repository"
+    ),
+    instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count)")] = 1,
+    gpu: Annotated[bool, typer.Option(help="KIND_GPU instances (onnxruntime CUDA provider)")] = False,
+    max_length: Annotated[int | None, typer.Option(min=16, max=512, help="Default: the model's")] = None,
+) -> None:
+    """Write a runnable model repository from the template and the built reranker."""
+    from services.rerank.triton_repository import materialize
+
+    settings = load_settings()
+    try:
+        repo = materialize(
+            settings.reranker_model_dir(),
+            out_dir,
+            variant=settings.rerank.variant,
+            max_length=max_length or settings.rerank.max_length,
+            instances=instances,
+            kind="KIND_GPU" if gpu else "KIND_CPU",
+        )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(f"[green]repository[/green] {repo}")
+
+
+@triton_app.command("serve")
+def triton_serve(
+    grpc_port: Annotated[int, typer.Option(help="gRPC port (rerank.triton.url)")] = 8001,
+    http_port: Annotated[int, typer.Option(help="HTTP port (health: /v2/health/ready)")] = 8000,
+    metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port")] = 8002,
+    instances: Annotated[int, typer.Option(min=1, help="Model instances")] = 1,
+) -> None:
+    """Run tritonserver on 127.0.0.1 with the project's repository until interrupted (needs `make triton`)."""
+    from services.rerank.triton_repository import materialize
+    from services.rerank.triton_server import TritonServer
+
+    settings = load_settings()
+    work = settings.data_dir / "triton"
+    try:
+        repo = materialize(
+            settings.reranker_model_dir(),
+            work / "repository",
+            variant=settings.rerank.variant,
+            max_length=settings.rerank.max_length,
+            instances=instances,
+        )
+        server = TritonServer(
+            venv=settings.rerank.triton.venv,
+            repository=repo,
+            work_dir=work,
+            grpc_port=grpc_port,
+            http_port=http_port,
+            metrics_port=metrics_port,
+        ).start()
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(f"[green]triton ready[/green] grpc 127.0.0.1:{grpc_port}, log {server.log_path}")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.is_set() and server.process is not None and server.process.poll() is None:
+            stop.wait(1.0)
+    finally:
+        server.stop()
+    console.print("triton stopped")

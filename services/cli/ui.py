@@ -1,0 +1,83 @@
+"""Shared pieces of the CLI: consoles, settings, error exit, progress bars."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from services.common.errors import RampartError
+from services.common.settings import RampartSettings
+from services.common.telemetry import configure_logging
+
+console = Console(stderr=True)
+out = Console()
+
+
+def load_settings() -> RampartSettings:
+    settings = RampartSettings()
+    configure_logging(settings.log_level, settings.log_format)
+    return settings
+
+
+def fail(exc: RampartError) -> typer.Exit:
+    console.print(f"[red]error[/red] ({exc.code.value}): {exc.message}")
+    return typer.Exit(code=2)
+
+
+def split_csv(values: str) -> list[str]:
+    return [v.strip() for v in values.split(",") if v.strip()]
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def task_updater(bar: Progress) -> Callable[[str, int, int], None]:
+    """A ``(name, done, total)`` callback that keeps one progress bar per name."""
+    tasks: dict[str, TaskID] = {}
+
+    def update(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            tasks[name] = bar.add_task(name, total=total)
+        bar.update(tasks[name], completed=done)
+
+    return update
+
+
+def resolve_dataset(path: Path, settings: RampartSettings) -> Path:
+    """A path as given, else a name under RAMPART_EVAL_DATA_DIR; a ``beir/`` subfolder is used if present."""
+    candidates = [path] if path.exists() else [settings.eval_data_dir / path]
+    for c in candidates:
+        if not (c / "corpus.jsonl").exists() and (c / "beir" / "corpus.jsonl").exists():
+            return c / "beir"
+    return candidates[0]
+
+
+def invocation(ctx: typer.Context) -> str:
+    """The full command line of this invocation with every option spelled out (for model cards): it
+    reproduces the run even when defaults change later."""
+    parts = ["rampart", *ctx.command_path.split()[1:]]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value is None or not param.opts:
+            continue
+        if isinstance(value, bool):
+            flags = param.opts if value else param.secondary_opts
+            if flags:
+                parts.append(flags[0])
+        elif param.param_type_name == "argument":
+            parts.append(str(value))
+        else:
+            parts += [param.opts[0], str(value)]
+    return " ".join(parts)

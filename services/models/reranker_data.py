@@ -1,0 +1,301 @@
+"""Training groups for the cross-encoder: positives from training splits, hard negatives mined by Rampart.
+
+Sources (training splits only; nothing from a test split reaches the model):
+
+- ``scifact``: SciFact ``train`` qrels.
+- ``hotpotqa``: the ``train`` half of HotpotQA-500 (:mod:`services.evaluation.splits`); the ``heldout``
+  half is what the reranker is reported on.
+- ``nq``: NQ-open oracle question / gold-passage pairs (the 2,655 gold passages form the corpus).
+
+Each corpus is indexed through the product's own ingest path (the cached eval index), and every
+training query is run through the **hybrid** retriever, so the passages the model learns on are the
+chunks it will rerank in production (header included). Two negative pools per query:
+
+- ``hybrid``: the highest-ranked non-relevant chunks of the fused list (ranks 1-30, one per document)
+  — what the reranker must push down at serving time.
+- ``hac``: HAC-Retrieval's rule — among BM25's top 100 chunks, those whose dense (model) score is in the
+  bottom 30% (high lexical overlap, low semantic match).
+
+Negatives containing a gold answer string (NQ, HotpotQA) are dropped as probable false negatives.
+Mined groups are cached as JSONL keyed by the index and the mining settings.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from services.common.errors import ErrorCode, RampartError
+from services.common.settings import RampartSettings
+from services.common.types import FusionMethod, ScoredChunk
+from services.evaluation.beir import BeirDataset, load_beir
+from services.evaluation.runner import EVAL_PRINCIPAL, eval_index, index_cache_key
+from services.evaluation.splits import select_queries
+from services.retrieval.embedder import Embedder
+from services.retrieval.hybrid import HybridRetriever, SearchParams
+
+SOURCES = ("scifact", "hotpotqa", "nq")
+MINING_DEPTH = 100  # chunks retrieved per training query
+HYBRID_NEG_RANKS = 30  # hybrid negatives come from the first this-many non-relevant documents
+HAC_BM25_TOP = 100  # HAC: BM25 top-k ...
+HAC_DENSE_QUANTILE = 0.30  # ... whose dense score is in the bottom 30%
+MINING_VERSION = 2
+PRIOR_DEPTH = 30  # first-stage scores are min-max normalised over this many fused hits (= serving depth)
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class MinedGroup:
+    source: str
+    qid: str
+    query: str
+    positives: list[str]
+    hybrid_negatives: list[str] = field(default_factory=list)
+    hac_negatives: list[str] = field(default_factory=list)
+    # First-stage (fused) score of each text, min-max normalised over the top PRIOR_DEPTH hits and
+    # clipped to [0, 1] — what the rerank stage sees at serving time. Parallel to the lists above.
+    positive_priors: list[float] = field(default_factory=list)
+    hybrid_priors: list[float] = field(default_factory=list)
+    hac_priors: list[float] = field(default_factory=list)
+
+
+def _missing(path: Path, what: str) -> RampartError:
+    return RampartError(
+        ErrorCode.FAILED_PRECONDITION,
+        f"training data {what} not found at {path}; set RAMPART_EVAL_DATA_DIR to the folder holding "
+        "scifact/, hotpotqa_dev500/ and nq_open_oracle/",
+        path=str(path),
+    )
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def nq_as_beir(data_dir: Path, cache_dir: Path) -> tuple[BeirDataset, dict[str, list[str]]]:
+    """NQ-open oracle as a BEIR folder (corpus = distinct gold passages) plus answers per query."""
+    src = data_dir / "nq_open_oracle" / "nq-open-oracle.jsonl.gz"
+    if not src.is_file():
+        raise _missing(src, "NQ-open oracle")
+    out = cache_dir / "nq_open_oracle" / "beir"
+    answers: dict[str, list[str]] = {}
+    corpus: dict[str, dict[str, str]] = {}
+    queries: list[dict[str, str]] = []
+    qrels: list[tuple[str, str]] = []
+    with gzip.open(src, "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            row = json.loads(line)
+            gold = row["ctxs"][0]
+            doc_id = "nq-" + hashlib.sha256((gold["title"] + "\n" + gold["text"]).encode()).hexdigest()[:16]
+            corpus.setdefault(doc_id, {"_id": doc_id, "title": gold["title"], "text": gold["text"]})
+            qid = f"nq{i:05d}"
+            queries.append({"_id": qid, "text": row["question"]})
+            qrels.append((qid, doc_id))
+            answers[qid] = [str(a) for a in row.get("answers", [])]
+    if not (out / "qrels" / "train.tsv").is_file():
+        (out / "qrels").mkdir(parents=True, exist_ok=True)
+        tmp = out / "corpus.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(d) + "\n" for d in corpus.values()), encoding="utf-8")
+        tmp.replace(out / "corpus.jsonl")
+        (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+        tsv = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels)
+        tmp = out / "qrels" / "train.tsv.tmp"
+        tmp.write_text(tsv, encoding="utf-8")
+        tmp.replace(out / "qrels" / "train.tsv")
+    return load_beir(out, "train", name="nq_open_oracle"), answers
+
+
+def load_source(
+    source: str, settings: RampartSettings, cache_dir: Path
+) -> tuple[BeirDataset, dict[str, list[str]]]:
+    """The training split of ``source`` as a BEIR dataset (queries restricted) + gold answers if known."""
+    data = settings.eval_data_dir
+    if source == "scifact":
+        path = data / "scifact"
+        if not (path / "qrels" / "train.tsv").is_file():
+            raise _missing(path, "SciFact train qrels")
+        return load_beir(path, "train"), {}
+    if source == "hotpotqa":
+        path = data / "hotpotqa_dev500" / "beir"
+        if not (path / "corpus.jsonl").is_file():
+            raise _missing(path, "HotpotQA-500")
+        full = load_beir(path, "test")
+        keep = set(select_queries(full.queries, "train"))
+        ds = BeirDataset(
+            name=full.name,
+            split="train-half",
+            path=full.path,
+            corpus=full.corpus,
+            queries={q: t for q, t in full.queries.items() if q in keep},
+            qrels={q: r for q, r in full.qrels.items() if q in keep},
+        )
+        answers: dict[str, list[str]] = {}
+        answers_file = data / "hotpotqa_dev500" / "answers.jsonl"
+        if answers_file.is_file():
+            for line in answers_file.read_text(encoding="utf-8").splitlines():
+                row = json.loads(line)
+                if row["_id"] in keep:
+                    answers[row["_id"]] = [str(a) for a in row.get("answers", [])]
+        return ds, answers
+    if source == "nq":
+        return nq_as_beir(data, cache_dir)
+    raise RampartError(
+        ErrorCode.INVALID_ARGUMENT, f"unknown training source {source!r}; choose from {', '.join(SOURCES)}"
+    )
+
+
+def mine_groups(
+    dataset: BeirDataset,
+    retriever: HybridRetriever,
+    settings: RampartSettings,
+    *,
+    source: str,
+    answers: dict[str, list[str]] | None = None,
+    progress: Progress | None = None,
+) -> list[MinedGroup]:
+    """Run every query of ``dataset`` through the hybrid retriever and collect positives + negatives."""
+    params = SearchParams.from_settings(
+        settings.fusion,
+        top_k=MINING_DEPTH,
+        method=FusionMethod.MINMAX,
+        candidates=max(settings.fusion.candidates, MINING_DEPTH),
+        fill_missing=True,
+    )
+    groups: list[MinedGroup] = []
+    total = len(dataset.queries)
+    for i, (qid, query) in enumerate(dataset.queries.items(), start=1):
+        relevant = {d for d, g in dataset.qrels.get(qid, {}).items() if g > 0}
+        if not relevant:
+            continue
+        hits = retriever.search(query, EVAL_PRINCIPAL, params).hits
+        group = _group_from_hits(
+            source, qid, query, hits, relevant, dataset, answers.get(qid, []) if answers else []
+        )
+        if group.positives and (group.hybrid_negatives or group.hac_negatives):
+            groups.append(group)
+        if progress and (i % 50 == 0 or i == total):
+            progress(f"mine {source}", i, total)
+    return groups
+
+
+def _group_from_hits(
+    source: str,
+    qid: str,
+    query: str,
+    hits: list[ScoredChunk],
+    relevant: set[str],
+    dataset: BeirDataset,
+    answers: list[str],
+) -> MinedGroup:
+    gold = [_norm(a) for a in answers if len(a.strip()) >= 2]
+
+    def is_false_negative(text: str) -> bool:
+        low = _norm(text)
+        return any(a in low for a in gold)
+
+    head = [h.fused for h in hits[:PRIOR_DEPTH]] or [0.0]
+    lo, hi = min(head), max(head)
+
+    def prior(h: ScoredChunk) -> float:
+        return 1.0 if hi - lo <= 1e-12 else min(1.0, max(0.0, (h.fused - lo) / (hi - lo)))
+
+    positives: dict[str, tuple[str, float]] = {}
+    for h in hits:  # best chunk of each relevant document
+        if h.chunk.doc_id in relevant and h.chunk.doc_id not in positives:
+            positives[h.chunk.doc_id] = (h.chunk.indexed_text, prior(h))
+    for doc_id in sorted(relevant - positives.keys()):  # not retrieved: its title + opening
+        doc = dataset.corpus.get(doc_id)
+        if doc is not None:
+            positives[doc_id] = (f"{doc.title}\n{' '.join(doc.text.split()[:200])}".strip(), 0.0)
+
+    hybrid_negs: list[str] = []
+    hybrid_priors: list[float] = []
+    seen: set[str] = set()
+    for h in hits:
+        d = h.chunk.doc_id
+        if d in relevant or d in seen:
+            continue
+        seen.add(d)
+        if len(seen) > HYBRID_NEG_RANKS:
+            break
+        if not is_false_negative(h.chunk.text):
+            hybrid_negs.append(h.chunk.indexed_text)
+            hybrid_priors.append(prior(h))
+
+    lexical = sorted(
+        (h for h in hits if h.scores.get("bm25") is not None), key=lambda h: -(h.scores["bm25"] or 0.0)
+    )
+    lexical = lexical[:HAC_BM25_TOP]
+    hac_negs: list[str] = []
+    hac_priors: list[float] = []
+    dense = sorted(h.scores.get("dense") or 0.0 for h in lexical)
+    if dense:
+        cut = dense[max(0, int(len(dense) * HAC_DENSE_QUANTILE) - 1)]
+        taken: set[str] = set()
+        for h in lexical:
+            d = h.chunk.doc_id
+            if d in relevant or d in taken or (h.scores.get("dense") or 0.0) > cut:
+                continue
+            taken.add(d)
+            if not is_false_negative(h.chunk.text):
+                hac_negs.append(h.chunk.indexed_text)
+                hac_priors.append(prior(h))
+    return MinedGroup(
+        source,
+        qid,
+        query,
+        [t for t, _ in positives.values()],
+        hybrid_negs,
+        hac_negs,
+        [p for _, p in positives.values()],
+        hybrid_priors,
+        hac_priors,
+    )
+
+
+def mined_groups(
+    settings: RampartSettings,
+    embedder: Embedder,
+    sources: Iterable[str],
+    *,
+    progress: Progress | None = None,
+) -> list[MinedGroup]:
+    """Mined groups for ``sources``, from cache when the index and mining settings are unchanged."""
+    cache = settings.data_dir / "train-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    out: list[MinedGroup] = []
+    for source in sources:
+        dataset, answers = load_source(source, settings, cache)
+        key = hashlib.sha256(
+            f"{index_cache_key(dataset, settings, embedder)}|{source}|{MINING_VERSION}|{MINING_DEPTH}|"
+            f"{HYBRID_NEG_RANKS}|{HAC_BM25_TOP}|{HAC_DENSE_QUANTILE}|{PRIOR_DEPTH}|{settings.fusion.model_dump_json()}".encode()
+        ).hexdigest()[:12]
+        path = cache / f"mined-{source}-{key}.jsonl"
+        if path.is_file():
+            out += [MinedGroup(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
+            if progress:
+                progress(f"mine {source} (cached)", 1, 1)
+            continue
+        with eval_index(dataset, settings, embedder, settings.data_dir / "eval-cache", progress=progress) as (
+            index,
+            _info,
+        ):
+            groups = mine_groups(
+                dataset,
+                HybridRetriever(index, embedder),
+                settings,
+                source=source,
+                answers=answers,
+                progress=progress,
+            )
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(asdict(g)) + "\n" for g in groups), encoding="utf-8")
+        tmp.replace(path)
+        out += groups
+    return out

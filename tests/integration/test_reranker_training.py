@@ -1,0 +1,157 @@
+"""A tiny but complete ``rampart train reranker`` run: index → mine with the hybrid retriever → train
+(checkpoint, resume) → export fp32 + int8 → model card; then ONNX must agree with PyTorch, and the same
+export path must take any Hugging Face cross-encoder folder (what deployments load by name)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from services.cli.main import app
+from services.models.reranker_export import export_reranker, read_manifest, spearman
+from services.rerank.onnx_reranker import OnnxReranker
+
+pytestmark = pytest.mark.integration
+
+TOPICS = {
+    "aspirin": "Aspirin lowers the risk of heart attack and stroke in adults with vascular disease.",
+    "statins": "Statins reduce LDL cholesterol and cardiovascular events in high-risk patients.",
+    "vitamin": "Vitamin D supplements improve bone mineral density in elderly women.",
+    "exercise": "Aerobic exercise training improves cardiorespiratory fitness and blood pressure.",
+    "sleep": "Short sleep duration is associated with obesity and insulin resistance.",
+    "smoking": "Smoking cessation reduces lung cancer mortality over ten years.",
+    "coffee": "Coffee consumption is linked with a lower risk of type 2 diabetes.",
+    "malaria": "Artemisinin combination therapy cures uncomplicated falciparum malaria.",
+}
+PAIRS = [
+    ("does aspirin prevent heart attacks", TOPICS["aspirin"]),
+    ("does aspirin prevent heart attacks", TOPICS["coffee"]),
+    ("malaria treatment", TOPICS["malaria"]),
+    ("malaria treatment", TOPICS["sleep"]),
+    ("", ""),
+    ("long", "word " * 2000),
+]
+
+
+def write_training_data(root: Path) -> Path:
+    """A SciFact-shaped folder (corpus, queries, qrels/train.tsv) with three documents per topic."""
+    sci = root / "scifact"
+    (sci / "qrels").mkdir(parents=True)
+    docs, queries, qrels = [], [], []
+    for t, (topic, text) in enumerate(TOPICS.items()):
+        for k in range(3):
+            docs.append({"_id": f"{topic}{k}", "title": f"{topic} study {k}", "text": f"{text} Cohort {k}."})
+        queries.append({"_id": f"q{t}", "text": f"what does research say about {topic}"})
+        qrels.append(f"q{t}\t{topic}0\t1")
+    (sci / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (sci / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (sci / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Path:
+    root = tmp_path_factory.mktemp("train")
+    env = {
+        "RAMPART_EVAL_DATA_DIR": str(write_training_data(root / "data")),
+        "RAMPART_DATA_DIR": str(root / "state"),
+        "RAMPART_MODELS_DIR": str(models_dir),
+        "RAMPART_LOG_LEVEL": "WARNING",
+    }
+    common = [
+        "train",
+        "reranker",
+        "--out",
+        str(root / "run"),
+        "--sources",
+        "scifact",
+        "--groups-per-step",
+        "2",
+    ]
+    common += ["--negatives", "2", "--max-length", "64", "--checkpoint-every", "1", "--model-id", "tiny-ce"]
+    common += ["--prior-weight", "3"]  # the residual objective the shipped model uses
+    first = CliRunner().invoke(app, [*common, "--max-steps", "2"], env=env, catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    state = json.loads((root / "run" / "checkpoint" / "trainer_state.json").read_text())
+    assert state["step"] == 2
+    # Same run asked for one more step: resumes from the checkpoint instead of starting over.
+    second = CliRunner().invoke(app, [*common, "--max-steps", "3"], env=env, catch_exceptions=False)
+    assert second.exit_code == 0, second.output
+    state = json.loads((root / "run" / "checkpoint" / "trainer_state.json").read_text())
+    assert state["step"] == 3 and len(state["losses"]) == 3
+    return root / "run"
+
+
+def test_training_writes_both_variants_and_a_model_card(trained: Path) -> None:
+    onnx = trained / "onnx"
+    manifest = read_manifest(onnx)
+    assert manifest is not None and manifest["model_id"] == "tiny-ce" and manifest["max_length"] == 64
+    assert set(manifest["variants"]) == {"fp32", "int8"}
+    assert isinstance(manifest["first_stage_weight"], float)  # learned, starting from 3
+    assert OnnxReranker.from_dir(onnx).first_stage_weight == manifest["first_stage_weight"]
+    assert manifest["fused_operators"].get("Attention") == 6
+    assert (onnx / "model.int8.onnx").stat().st_size < (onnx / "model.onnx").stat().st_size / 3
+    card = (onnx / "MODEL_CARD.md").read_text()
+    assert "rampart train reranker" in card and "| scifact |" in card and "val_mrr" in card
+
+
+def torch_scores(hf_dir: Path, pairs: list[tuple[str, str]], max_length: int) -> np.ndarray:
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+
+    from services.rerank.pair_scorer import configure_tokenizer, pad_batch
+
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(hf_dir)).eval()
+    tok = configure_tokenizer(Tokenizer.from_file(str(hf_dir / "tokenizer.json")), max_length)
+    out = []
+    for q, p in pairs:
+        feeds = {k: torch.from_numpy(v) for k, v in pad_batch([tok.encode(q, p)]).items()}
+        with torch.no_grad():
+            out.append(float(model(**feeds).logits[0, 0]))
+    return np.array(out)
+
+
+def test_onnx_agrees_with_pytorch(trained: Path) -> None:
+    expected = torch_scores(trained / "hf", PAIRS, 64)
+    for variant, tolerance in (("fp32", 1e-3), ("int8", 0.1)):
+        reranker = OnnxReranker.from_dir(trained / "onnx", variant=variant)
+        got = np.array([reranker.score(q or " ", [p])[0] for q, p in PAIRS[:4]] + [0.0, 0.0])
+        assert np.abs(got[:4] - expected[:4]).max() < tolerance, variant
+    fp32 = OnnxReranker.from_dir(trained / "onnx", variant="fp32")
+    assert (
+        spearman(
+            fp32.score("q", [p for _, p in PAIRS]),
+            OnnxReranker.from_dir(trained / "onnx").score("q", [p for _, p in PAIRS]),
+        )
+        > 0.8
+    )
+
+
+def test_any_hf_cross_encoder_folder_exports_the_same_way(trained: Path, tmp_path: Path) -> None:
+    """The by-name path deployments use: a standard HF folder (config, weights, tokenizer) → ONNX."""
+    out = export_reranker(trained / "hf", tmp_path / "hf-export", max_length=128, variants=("fp32",))
+    manifest = read_manifest(out)
+    assert manifest is not None and manifest["model_id"] == "hf" and set(manifest["variants"]) == {"fp32"}
+    reranker = OnnxReranker.from_dir(out, variant="fp32")
+    assert reranker.score("malaria treatment", [TOPICS["malaria"]])[0] == pytest.approx(
+        torch_scores(trained / "hf", [("malaria treatment", TOPICS["malaria"])], 128)[0], abs=1e-3
+    )
+
+
+def test_export_refuses_a_classifier_with_several_labels(tmp_path: Path, trained: Path) -> None:
+    import transformers
+
+    from services.common.errors import RampartError
+
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        str(trained / "hf"), num_labels=3, ignore_mismatched_sizes=True
+    )
+    model.save_pretrained(tmp_path / "nli")
+    (tmp_path / "nli" / "tokenizer.json").write_bytes((trained / "hf" / "tokenizer.json").read_bytes())
+    with pytest.raises(RampartError, match="exactly one"):
+        export_reranker(tmp_path / "nli", tmp_path / "out")
