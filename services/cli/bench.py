@@ -114,10 +114,11 @@ def bench_rerank(
                     http_port=free_port(),
                     metrics_port=free_port(),
                 ).start()
-                cfg = TritonSettings(url=server.grpc_url, deadline_ms=120_000, batch_size=max(sizes))
-                backends["triton"] = TritonReranker.connect(cfg).score
-                concurrency["triton"] = (1, 16)
             try:
+                if server is not None:
+                    cfg = TritonSettings(url=server.grpc_url, deadline_ms=120_000, batch_size=max(sizes))
+                    backends["triton"] = TritonReranker.connect(cfg).score
+                    concurrency["triton"] = (1, 16)
                 with progress_bar() as bar:
                     rows = run_rerank_bench(
                         backends,

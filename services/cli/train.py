@@ -39,6 +39,9 @@ def train_reranker_cmd(
         float | None,
         typer.Option(help="Residual training: learn logit + w*first-stage score, w starting here (e.g. 4)"),
     ] = None,
+    zero_head: Annotated[
+        bool, typer.Option(help="Start the head at zero (a residual model then starts at the first stage)")
+    ] = False,
     base: Annotated[
         Path | None, typer.Option(help="Start from this HF folder (default: the packaged MiniLM-L6)")
     ] = None,
@@ -75,6 +78,7 @@ def train_reranker_cmd(
         checkpoint_every=checkpoint_every,
         num_layers=num_layers,
         prior_weight=prior_weight,
+        zero_head=zero_head,
     )
     try:
         embedder = build_embedder(settings)

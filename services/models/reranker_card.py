@@ -62,6 +62,7 @@ def render_card(
         "bf16",
         "num_layers",
         "prior_weight",
+        "zero_head",
         "base",
     ):
         lines.append(f"| {key} | {config.get(key)} |")

@@ -62,6 +62,9 @@ class TrainConfig:
     # model then learns what the hybrid ranking gets wrong instead of re-learning retrieval from scratch,
     # and serving combines the two the same way (rerank mode "residual"). None = text-only objective.
     prior_weight: float | None = None
+    # Zero the classification head before training, so a residual model starts exactly at the first
+    # stage (logit 0) and only moves where training gives it reason to.
+    zero_head: bool = False
 
 
 @dataclass
@@ -252,6 +255,10 @@ def train(
     model = load_base(str(ckpt) if resumed else cfg.base, transformers)
     if cfg.num_layers and not resumed:
         truncate_layers(model, cfg.num_layers)
+    if cfg.zero_head and not resumed:
+        with torch.no_grad():
+            model.classifier.weight.zero_()
+            model.classifier.bias.zero_()
     model.train()
     alpha = torch.nn.Parameter(
         torch.tensor(float(cfg.prior_weight or 0.0)), requires_grad=cfg.prior_weight is not None

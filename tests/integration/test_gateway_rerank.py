@@ -102,3 +102,33 @@ def test_unreachable_triton_degrades_to_fused_order(
             assert 'rampart_degraded_total{stage="rerank"} 1.0' in metrics
     finally:
         runtime.close()
+
+
+def test_triton_backend_from_settings_serves_the_same_results(
+    settings: RampartSettings, embedder: Embedder, runtime: Runtime, triton_server: Any, tmp_path: Path
+) -> None:
+    """RAMPART_RERANK__BACKEND=triton end to end: the factory connects to the real server and search
+    returns what the in-process reranker returns."""
+    remote = TritonSettings(url=triton_server.grpc_url)
+    s = settings.model_copy(
+        update={
+            "data_dir": tmp_path / "remote-data",
+            "rerank": RerankSettings(backend="triton", triton=remote, enabled=True),
+        }
+    )
+    triton_rt = Runtime.open(s, embedder=embedder)
+    try:
+        assert triton_rt.reranker is not None and triton_rt.reranker.model_id.endswith("@v1")
+        local_client, k_local = client_for(runtime, tmp_path / "local")
+        remote_client, k_remote = client_for(triton_rt, tmp_path / "remote")
+        with local_client, remote_client:
+            query = "how many vacation days do employees get"
+            far = search(remote_client, k_remote["bob"], query).json()
+            near = search(local_client, k_local["bob"], query, rerank=ON).json()
+            assert far["degraded"] == [] and far["candidates"]["reranked"] >= 1
+            assert [r["doc_id"] for r in far["results"]] == [r["doc_id"] for r in near["results"]]
+            assert [r["scores"]["rerank"] for r in far["results"]] == pytest.approx(
+                [r["scores"]["rerank"] for r in near["results"]], abs=1e-4
+            )
+    finally:
+        triton_rt.close()
