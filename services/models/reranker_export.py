@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import shutil
 import tempfile
 import warnings
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import ErrorCode, RampartError
+from services.models.build_deps import import_build_deps
 from services.models.embedder_export import sha256_file
 
 OPSET = 17
@@ -106,19 +106,8 @@ def export_reranker(
             f"unknown reranker variants {sorted(unknown) or '(none)'}; choose from {', '.join(VARIANT_FILES)}",
         )
     local = Path(source).is_dir()
-    if local:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import onnx  # noqa: F401
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise RampartError(
-            ErrorCode.FAILED_PRECONDITION,
-            f"exporting a reranker needs torch, transformers and onnx ({exc.name} is missing); "
-            "`pip install -e .[build]`",
-        ) from exc
+    # a local folder must never reach for the hub; a hub name may (where the network allows)
+    torch, transformers = import_build_deps("exporting a reranker", offline=local)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir))

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from services.common.fs import swap_dir
 from services.common.settings import RampartSettings
 from services.models.reranker_card import render_card
 from services.models.reranker_data import MinedGroup, mined_groups
@@ -123,13 +124,7 @@ def install(model_dir: Path, dest: Path, variants: Sequence[str] | None = None) 
     (tmp / "manifest.json").write_text(
         json.dumps({**manifest, "variants": keep}, indent=2, sort_keys=True) + "\n"
     )
-    old = dest.with_name(dest.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if dest.exists():
-        dest.rename(old)
-    tmp.rename(dest)
-    shutil.rmtree(old, ignore_errors=True)
-    return dest
+    return swap_dir(tmp, dest)
 
 
 def _mean(values: list[int]) -> float:

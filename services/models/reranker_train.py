@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.fs import swap_dir
+from services.models.build_deps import import_build_deps
 from services.models.reranker_data import MinedGroup
 from services.rerank.pair_scorer import configure_tokenizer, encode_pairs, pad_batch
 
@@ -134,20 +135,6 @@ def _batches(
         epoch += 1
 
 
-def _import_torch() -> tuple[Any, Any]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise RampartError(
-            ErrorCode.FAILED_PRECONDITION,
-            f"training needs torch and transformers ({exc.name} is missing); `pip install -e .[build]`",
-        ) from exc
-    return torch, transformers
-
-
 def _encode(tokenizer: Any, query: str, passages: list[str], torch: Any) -> dict[str, Any]:
     return {k: torch.from_numpy(v) for k, v in pad_batch(encode_pairs(tokenizer, query, passages)).items()}
 
@@ -232,7 +219,7 @@ def train(
     cfg: TrainConfig, groups: list[MinedGroup], tokenizer_file: Path, *, progress: Progress | None = None
 ) -> TrainResult:
     """Train, checkpoint and save a Hugging Face cross-encoder to ``cfg.out_dir / 'hf'``."""
-    torch, transformers = _import_torch()
+    torch, transformers = import_build_deps("training")
     from tokenizers import Tokenizer
 
     if not groups:
@@ -381,12 +368,7 @@ def _checkpoint(
         json.dumps({"step": step, "losses": losses, "seconds": seconds, "prior_weight": float(alpha.item())}),
         encoding="utf-8",
     )
-    old = ckpt.with_name(ckpt.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if ckpt.exists():
-        ckpt.rename(old)
-    tmp.rename(ckpt)
-    shutil.rmtree(old, ignore_errors=True)
+    swap_dir(tmp, ckpt)
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:

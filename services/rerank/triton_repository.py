@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.fs import swap_dir
 from services.rerank.onnx_reranker import MANIFEST_FILE, TOKENIZER_FILE, load_manifest
 
 TEMPLATE = Path(__file__).parent / "model_repository"
@@ -84,12 +85,7 @@ def materialize(
         shutil.copyfile(Path(__file__).parent / "pair_scorer.py", version / "pair_scorer.py")
         for name in (MANIFEST_FILE, TOKENIZER_FILE, str(info["file"])):
             _link_or_copy(model_dir / name, version / name)
-        old = out.with_name(out.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if out.exists():
-            out.rename(old)
-        work.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_dir(work, out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out

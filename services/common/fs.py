@@ -1,0 +1,21 @@
+"""Filesystem steps shared by everything that installs a folder (models, repositories, checkpoints)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+
+def swap_dir(new: Path, dest: Path) -> Path:
+    """Put the finished folder ``new`` at ``dest``, replacing what was there.
+
+    The old folder is renamed aside first and removed last, so ``dest`` is never half-written: a
+    reader sees the old tree or the new one (a crash in between leaves ``dest.old`` to clean up).
+    """
+    old = dest.with_name(dest.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    new.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return dest
