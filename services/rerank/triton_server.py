@@ -29,6 +29,14 @@ import httpx
 from services.common.errors import ErrorCode, RampartError
 
 
+def _is_ready(url: str) -> bool:
+    """True once the server answers 200 on its readiness endpoint (connection refused = not yet)."""
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def _missing_venv(venv: Path, why: str) -> RampartError:
     return RampartError(
         ErrorCode.FAILED_PRECONDITION,
@@ -178,11 +186,8 @@ class TritonServer:
                     f"tritonserver exited with {self.process.returncode} during start-up; see {self.log_path}:\n"
                     + self.tail_log(),
                 )
-            try:
-                if httpx.get(url, timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
+            if _is_ready(url):
+                return self
             time.sleep(0.25)
         self.stop()
         raise RampartError(
