@@ -24,16 +24,19 @@ def train_reranker_cmd(
     ] = "scifact,hotpotqa,nq",
     max_steps: Annotated[
         int, typer.Option(min=1, help="Optimiser steps (the LR schedule spans these)")
-    ] = 420,
+    ] = 1400,
     max_minutes: Annotated[float, typer.Option(min=0.1, help="Wall-clock bound; stops early")] = 50.0,
     max_length: Annotated[int, typer.Option(min=16, max=512, help="Tokens per (query, chunk) pair")] = 160,
     groups_per_step: Annotated[int, typer.Option(min=1, help="Queries per step")] = 8,
     negatives: Annotated[int, typer.Option(min=1, help="Hard negatives per query")] = 3,
-    lr: Annotated[float, typer.Option(help="Peak learning rate")] = 5e-5,
+    lr: Annotated[float, typer.Option(help="Peak learning rate")] = 3e-5,
     seed: Annotated[int, typer.Option(help="Seed for data order, sampling and the head")] = 13,
     groups_per_source: Annotated[
         int | None, typer.Option(min=1, help="Use only this many queries per source (smoke runs)")
     ] = None,
+    val_fraction: Annotated[
+        float, typer.Option(min=0.0, max=0.5, help="Share of queries held out for validation (by hash)")
+    ] = 0.05,
     checkpoint_every: Annotated[int, typer.Option(min=1, help="Steps between checkpoints")] = 50,
     prior_weight: Annotated[
         float | None,
@@ -45,6 +48,16 @@ def train_reranker_cmd(
     base: Annotated[
         Path | None, typer.Option(help="Start from this HF folder (default: the packaged MiniLM-L6)")
     ] = None,
+    architecture: Annotated[
+        str,
+        typer.Option(
+            help="split: starts as the bi-encoder (lower layers read query and passage apart, score = "
+            "cosine at first); cls: classic head on [CLS] (what Hugging Face cross-encoders are)"
+        ),
+    ] = "split",
+    split_layers: Annotated[
+        int, typer.Option(min=0, max=6, help="split: layers that read query and passage apart")
+    ] = 5,
     num_layers: Annotated[
         int | None,
         typer.Option(min=1, max=6, help="Keep only the first N encoder layers (faster, shallower)"),
@@ -76,7 +89,10 @@ def train_reranker_cmd(
         lr=lr,
         seed=seed,
         checkpoint_every=checkpoint_every,
+        val_fraction=val_fraction,
         num_layers=num_layers,
+        architecture=architecture,
+        split_layers=split_layers,
         prior_weight=prior_weight,
         zero_head=zero_head,
     )

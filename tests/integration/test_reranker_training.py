@@ -1,6 +1,8 @@
-"""A tiny but complete ``rampart train reranker`` run: index → mine with the hybrid retriever → train
-(checkpoint, resume) → export fp32 + int8 → model card; then ONNX must agree with PyTorch, and the same
-export path must take any Hugging Face cross-encoder folder (what deployments load by name)."""
+"""Tiny but complete ``rampart train reranker`` runs: index → mine with the hybrid retriever → train
+(checkpoint, resume) → export fp32 + int8 → model card; then ONNX must agree with PyTorch, for both
+architectures (``cls``: a Hugging Face cross-encoder; ``split``: the default, bi-encoder initialised),
+and the same export path must take any Hugging Face cross-encoder folder (what deployments load by
+name)."""
 
 from __future__ import annotations
 
@@ -53,9 +55,8 @@ def write_training_data(root: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Path:
-    root = tmp_path_factory.mktemp("train")
+def train_tiny(root: Path, models_dir: Path, *extra: str) -> Path:
+    """Two steps, then the same command asked for three: the second call must resume, not restart."""
     env = {
         "RAMPART_EVAL_DATA_DIR": str(write_training_data(root / "data")),
         "RAMPART_DATA_DIR": str(root / "state"),
@@ -73,7 +74,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Path:
         "2",
     ]
     common += ["--negatives", "2", "--max-length", "64", "--checkpoint-every", "1", "--model-id", "tiny-ce"]
-    common += ["--prior-weight", "3", "--zero-head"]  # the residual objective, starting at the first stage
+    common += list(extra)
     first = CliRunner().invoke(app, [*common, "--max-steps", "2"], env=env, catch_exceptions=False)
     assert first.exit_code == 0, first.output
     state = json.loads((root / "run" / "checkpoint" / "trainer_state.json").read_text())
@@ -84,6 +85,22 @@ def trained(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Path:
     state = json.loads((root / "run" / "checkpoint" / "trainer_state.json").read_text())
     assert state["step"] == 3 and len(state["losses"]) == 3
     return root / "run"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Path:
+    """The classic [CLS]-head architecture, trained with the residual objective from a zero head."""
+    return train_tiny(
+        tmp_path_factory.mktemp("train"),
+        models_dir,
+        *("--architecture", "cls", "--prior-weight", "3", "--zero-head"),
+    )
+
+
+@pytest.fixture(scope="module")
+def trained_split(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Path:
+    """The default architecture (bi-encoder initialised, 5 split layers)."""
+    return train_tiny(tmp_path_factory.mktemp("train-split"), models_dir)
 
 
 def test_training_writes_both_variants_and_a_model_card(trained: Path) -> None:
@@ -155,3 +172,38 @@ def test_export_refuses_a_classifier_with_several_labels(tmp_path: Path, trained
     (tmp_path / "nli" / "tokenizer.json").write_bytes((trained / "hf" / "tokenizer.json").read_bytes())
     with pytest.raises(RampartError, match="exactly one"):
         export_reranker(tmp_path / "nli", tmp_path / "out")
+
+
+def test_split_architecture_trains_exports_and_agrees_with_pytorch(trained_split: Path) -> None:
+    from services.models.split_encoder import load_split_encoder
+
+    manifest = read_manifest(trained_split / "onnx")
+    assert manifest is not None and manifest["architecture"] == "split-bert" and manifest["split_layers"] == 5
+    assert "first_stage_weight" not in manifest  # not a residual model: served fused
+    assert (trained_split / "onnx" / "model.int8.onnx").stat().st_size < 30e6  # shippable in the repo
+    card = (trained_split / "onnx" / "MODEL_CARD.md").read_text()
+    assert "split" in card and "val_mrr_fused" in card
+    import torch
+    from tokenizers import Tokenizer
+
+    from services.rerank.pair_scorer import configure_tokenizer, pad_batch
+
+    model = load_split_encoder(trained_split / "hf").eval()
+    tok = configure_tokenizer(Tokenizer.from_file(str(trained_split / "hf" / "tokenizer.json")), 64)
+    assert tok.encode("q", "p").tokens.count("[CLS]") == 2  # each segment reads as a bi-encoder input
+    pairs = [*PAIRS[:4], PAIRS[5]]
+    with torch.no_grad():
+        expected = np.array(
+            [
+                float(
+                    model(
+                        **{k: torch.from_numpy(v) for k, v in pad_batch([tok.encode(q, p)]).items()}
+                    ).logits[0, 0]
+                )
+                for q, p in pairs
+            ]
+        )
+    for variant, tolerance in (("fp32", 1e-3), ("int8", 1.0)):
+        reranker = OnnxReranker.from_dir(trained_split / "onnx", variant=variant)
+        got = np.array([reranker.score(q, [p])[0] for q, p in pairs])
+        assert np.abs(got - expected).max() < tolerance, variant
