@@ -35,14 +35,14 @@ def bench_passages(n: int, tokens: int) -> list[str]:
 def torch_scorer(hf_dir: Path, max_length: int, threads: int = 0) -> ScoreFn:
     """PyTorch fp32 reference with the serving tokenizer (needs the [build] extra)."""
     import torch
-    import transformers
     from tokenizers import Tokenizer
 
+    from services.models.torch_reranker import load_torch_reranker
     from services.rerank.pair_scorer import configure_tokenizer, encode_pairs, pad_batch
 
     if threads:
         torch.set_num_threads(threads)
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(hf_dir)).eval()
+    model = load_torch_reranker(hf_dir, attn="sdpa")
     tok = configure_tokenizer(Tokenizer.from_file(str(hf_dir / "tokenizer.json")), max_length)
 
     def score(query: str, passages: Sequence[str]) -> Any:

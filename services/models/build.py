@@ -18,6 +18,10 @@ from services.common.errors import ErrorCode, RampartError
 EMBEDDER_DIR = "minilm-l6-v2"
 RERANKER_DIR = "reranker"
 SHIPPED_RERANKER = Path(__file__).parent / "artifacts" / "reranker"
+# int8 files of rerankers that earlier releases shipped (before installs were marked "shipped"): an
+# upgrade replaces them with the current one, while a model the user trained is never touched.
+EARLIER_SHIPPED_SHA256 = frozenset({"3681919093fff5a92ca2aa617b5fc665cc9afeb2b707ebe0e9af7fdd98da4a0c"})
+SHIPPED_MARK = "shipped"
 
 
 def build_models(
@@ -52,11 +56,19 @@ def install_shipped_reranker(
     if not force and current is not None and is_complete(dest):
         if current.get("variants") == shipped.get("variants"):
             say(f"reranker: up to date at {dest}")
-        else:  # a model the user trained and installed: never overwrite it silently
+            return dest
+        if not _shipped_earlier(current):  # a model the user trained and installed: never overwrite it
             say(
                 f"reranker: keeping the installed {current.get('model_id')} (--force restores the shipped one)"
             )
-        return dest
-    install(SHIPPED_RERANKER, dest)
+            return dest
+        say(f"reranker: replacing the earlier release's {current.get('model_id')}")
+    install(SHIPPED_RERANKER, dest, extra_manifest={SHIPPED_MARK: True})
     say(f"reranker: installed {shipped.get('model_id')} at {dest}")
     return dest
+
+
+def _shipped_earlier(manifest: dict[str, object]) -> bool:
+    variants = manifest.get("variants")
+    hashes = {str(v.get("sha256")) for v in variants.values()} if isinstance(variants, dict) else set()
+    return manifest.get(SHIPPED_MARK) is True or bool(hashes & EARLIER_SHIPPED_SHA256)

@@ -29,7 +29,8 @@ from typing import Any
 from services.common.errors import ErrorCode, RampartError
 from services.models.build_deps import import_build_deps
 from services.models.embedder_export import sha256_file
-from services.models.split_encoder import ARCHITECTURE, is_split_encoder, load_split_encoder
+from services.models.split_encoder import ARCHITECTURE, is_split_encoder
+from services.models.torch_reranker import load_torch_reranker
 
 OPSET = 17
 MANIFEST_FILE = "manifest.json"
@@ -116,14 +117,9 @@ def export_reranker(
         say(f"reranker: loading {source}")
         split = local and is_split_encoder(source)
         try:
-            if split:  # Rampart's bi-encoder-initialised architecture; its tokenizer carries the template
-                model = load_split_encoder(source, attn="eager").eval()
-                hf_tokenizer = None
-            else:
-                model = transformers.AutoModelForSequenceClassification.from_pretrained(
-                    str(source), attn_implementation="eager"
-                ).eval()
-                hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+            model = load_torch_reranker(source)
+            # the split architecture's own tokenizer.json carries its pair template
+            hf_tokenizer = None if split else transformers.AutoTokenizer.from_pretrained(str(source))
         except (OSError, ValueError) as exc:
             raise RampartError(
                 ErrorCode.FAILED_PRECONDITION,

@@ -100,8 +100,14 @@ def train_reranker(
     return onnx_dir
 
 
-def install(model_dir: Path, dest: Path, variants: Sequence[str] | None = None) -> Path:
-    """Copy an exported model (optionally only some variants) to ``dest``, manifest last."""
+def install(
+    model_dir: Path,
+    dest: Path,
+    variants: Sequence[str] | None = None,
+    extra_manifest: dict[str, object] | None = None,
+) -> Path:
+    """Copy an exported model (optionally only some variants) to ``dest``, manifest last
+    (``extra_manifest`` keys are added to the copy, e.g. the mark of a shipped model)."""
     manifest = read_manifest(model_dir)
     if manifest is None:
         raise FileNotFoundError(f"{model_dir} has no manifest.json")
@@ -122,7 +128,7 @@ def install(model_dir: Path, dest: Path, variants: Sequence[str] | None = None) 
             )
         (tmp / CARD_FILE).write_text(card, encoding="utf-8")
     (tmp / "manifest.json").write_text(
-        json.dumps({**manifest, "variants": keep}, indent=2, sort_keys=True) + "\n"
+        json.dumps({**manifest, **(extra_manifest or {}), "variants": keep}, indent=2, sort_keys=True) + "\n"
     )
     return swap_dir(tmp, dest)
 

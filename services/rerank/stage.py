@@ -10,9 +10,13 @@ Modes (``rerank.mode``, per request too; ``auto`` picks ``residual`` for models 
   reranked candidates — the first-stage score is evidence too (on SciFact a reranker trained here
   helps when fused and can hurt when its order replaces the hybrid's; docs/benchmarks.md).
 
-Results below ``depth`` keep their first-stage order and scores. Each reranked hit carries its raw
-logit in ``scores["rerank"]``. When the reranker is unavailable, too slow, or fails mid-batch, the
-fused order is returned unchanged with ``"rerank"`` in ``degraded`` — search never fails because
+Results below ``depth`` keep their first-stage order; their ``fused`` score is shifted, if need be, to
+stay below every reranked score, so the list is sorted by ``fused`` from top to bottom whatever the
+mode (a logit and a min-max score live on different scales; a client, or an evaluation, that sorts by
+score must get the order the stage chose). Each reranked hit carries its raw logit in
+``scores["rerank"]``; per-retriever scores are untouched.
+
+When the reranker is unavailable, too slow, or fails mid-batch, the fused order is returned unchanged with ``"rerank"`` in ``degraded`` — search never fails because
 reranking did.
 """
 
@@ -106,7 +110,7 @@ class RerankStage:
         ]
         order = sorted(range(len(rescored)), key=lambda i: (-final[i], i))
         return RerankResult(
-            [rescored[i] for i in order] + tail,
+            [rescored[i] for i in order] + _below(tail, min(final)),
             reranked=len(head),
             cached=len(head) - len(todo),
             ms=(time.perf_counter() - t0) * 1000,
@@ -116,3 +120,11 @@ class RerankStage:
         self.degradations += 1
         log.warning("rerank degraded: %s", reason)
         return RerankResult(hits, degraded=["rerank"], reason=reason, ms=(time.perf_counter() - t0) * 1000)
+
+
+def _below(tail: list[ScoredChunk], floor: float) -> list[ScoredChunk]:
+    """``tail`` with its fused scores shifted by one offset (order and gaps kept) to sit below ``floor``."""
+    if not tail or tail[0].fused < floor:
+        return tail
+    shift = tail[0].fused - floor + 1e-6
+    return [h.model_copy(update={"fused": h.fused - shift}) for h in tail]

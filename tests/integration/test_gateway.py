@@ -87,7 +87,7 @@ def test_ingest_status_search_delete_roundtrip(api: tuple[TestClient, dict[str, 
     body = search(client, k["alice"], "how many vacation days").json()
     first = body["results"][0]
     assert first["doc_id"] == "leave"
-    assert set(first["scores"]) == {"bm25", "dense"} and first["fused"] > 0  # reranking is opt-in
+    assert set(first["scores"]) == {"bm25", "dense", "rerank"} and first["fused"] > 0  # reranked by default
     assert first["header"].startswith("Title: Leave policy")
     assert body["request_id"]
 

@@ -1,4 +1,4 @@
-"""Reranking through the HTTP API: off by default and per request, options validated, ACLs kept, and
+"""Reranking through the HTTP API: on by default, off per request, options validated, ACLs kept, and
 degradation to fused order (flagged, counted) when the remote reranker is unreachable."""
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ def api(runtime: Runtime, tmp_path: Path) -> Iterator[tuple[TestClient, dict[str
 ON = {"enabled": True}
 
 
-def test_search_is_reranked_on_request(api: tuple[TestClient, dict[str, str]]) -> None:
+def test_search_is_reranked_by_default_and_on_request(api: tuple[TestClient, dict[str, str]]) -> None:
     client, k = api
-    plain = search(client, k["bob"], "how many vacation days do employees get").json()
-    assert "reranked" not in plain["candidates"]  # off by default (rerank.enabled)
+    default = search(client, k["bob"], "how many vacation days do employees get").json()
+    assert default["candidates"]["reranked"] >= 1  # on by default (rerank.enabled)
     body = search(client, k["bob"], "how many vacation days do employees get", rerank=ON).json()
     assert body["degraded"] == []
     assert body["candidates"]["reranked"] >= 1 and body["timings_ms"]["rerank"] > 0

@@ -81,6 +81,23 @@ def test_pure_mode_orders_by_reranker_and_keeps_tail() -> None:
     assert "rerank" not in result.hits[3].scores
 
 
+@pytest.mark.parametrize("mode", ["pure", "fused", "residual"])
+def test_scores_decrease_down_the_list_across_the_depth_boundary(mode: str) -> None:
+    """A client or an evaluation that sorts by score must see the stage's order: reranked scores (logits,
+    or a blend in [0, 1]) and the first-stage scores below ``depth`` live on different scales, so the
+    tail is shifted below the head, keeping its own order and gaps."""
+    stage = RerankStage(OverlapReranker())
+    tail_high = [*HITS, hit(4, "unrelated text", 0.15)]
+    result = stage.apply("nothing matches", tail_high, depth=2, mode=mode, weight=0.5)  # type: ignore[arg-type]
+    scores = [h.fused for h in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    tail = result.hits[2:]
+    assert tail[0].fused < min(scores[:2])
+    assert [h.chunk.doc_id for h in tail] == ["d2", "d3", "d4"]
+    assert tail[0].fused - tail[1].fused == pytest.approx(0.7 - 0.2)  # gaps kept
+    assert tail[1].scores == {"bm25": 0.2, "dense": 0.2}  # per-retriever scores untouched
+
+
 def test_fused_mode_blends_first_stage_score() -> None:
     stage = RerankStage(OverlapReranker())
     # d3 has the best overlap (3) but the worst first-stage score; weight decides.
