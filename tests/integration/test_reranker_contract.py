@@ -19,7 +19,7 @@ from services.rerank.reranker import Reranker
 from services.rerank.stage import RerankStage
 from services.rerank.triton_reranker import TritonReranker
 from tests.conftest import free_port, start_triton
-from tests.unit.test_rerank_stage import HITS
+from tests.unit.test_rerank_stage import HITS, hit
 
 pytestmark = pytest.mark.integration
 
@@ -140,8 +140,11 @@ def test_server_dying_mid_batch_degrades_then_recovers(models_dir: Path, tmp_pat
     )
     stage = RerankStage(remote)
     results: list[object] = []
+    # ~4 s of work for this model (400 distinct pairs at the model's full length): still in flight at 0.5 s
+    filler = " ".join(f"word{j}" for j in range(200))
+    many = HITS + [hit(i, f"passage {i} {filler}", 0.1 - i * 1e-4) for i in range(4, 400)]
     worker = threading.Thread(
-        target=lambda: results.append(stage.apply("q", HITS * 100, depth=400, mode="pure", weight=0.5))
+        target=lambda: results.append(stage.apply("q", many, depth=400, mode="pure", weight=0.5))
     )
     try:
         worker.start()
