@@ -37,6 +37,7 @@ from services.models.build_deps import import_build_deps, quiet_loading
 from services.models.reranker_data import MinedGroup
 from services.models.split_encoder import is_split_encoder, load_split_encoder, use_split_template
 from services.rerank.pair_scorer import configure_tokenizer, encode_pairs, pad_batch
+from services.rerank.stage import minmax
 
 CHECKPOINT_DIR = "checkpoint"
 FUSION_FILE = "rampart_fusion.json"  # learned first-stage weight of a residual model, next to the weights
@@ -93,8 +94,8 @@ class TrainResult:
 def split_groups(groups: list[MinedGroup], val_fraction: float) -> tuple[list[MinedGroup], list[MinedGroup]]:
     """Hold out a deterministic share of queries (hash of source+qid) for validation.
 
-    (Held-out documents are rarely another query's positive here — a split disjoint by relevant
-    document dropped only 2 more of 3,736 training queries — so a query split is a fair one.)
+    (Held-out documents are rarely another query's positive here — a 15% split disjoint by relevant
+    document dropped only 2 more of the 3,736 mined queries — so a query split is a fair one.)
     """
 
     def bucket(g: MinedGroup) -> int:
@@ -193,18 +194,21 @@ def validate(
             n_pos = len(g.positives)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 logits = model(**_encode(tokenizer, g.query, [t for t, _ in items], torch)).logits
-            logits = logits[:, 0].float()
-            prior = torch.tensor([p for _, p in items], dtype=torch.float32)
+            logit = [float(x) for x in logits[:, 0].float()]
+            prior = [p for _, p in items]
             scores = {
                 "prior": prior,
-                "pure": logits,
-                "fused": fused_weight * _minmax(logits) + (1.0 - fused_weight) * _minmax(prior),
+                "pure": logit,
+                "fused": [
+                    fused_weight * a + (1.0 - fused_weight) * b
+                    for a, b in zip(minmax(logit), minmax(prior), strict=True)
+                ],
             }
             if prior_weight is not None:
-                scores["residual"] = logits + prior_weight * prior
+                scores["residual"] = [a + prior_weight * b for a, b in zip(logit, prior, strict=True)]
             for name, sc in scores.items():
-                best_pos = float(sc[:n_pos].max())
-                ranks[name].append((g.source, int((sc[n_pos:] > best_pos).sum().item()) + 1))
+                best_pos = max(sc[:n_pos])
+                ranks[name].append((g.source, sum(x > best_pos for x in sc[n_pos:]) + 1))
     model.train()
     out: dict[str, float] = {"val_queries": float(len(groups))}
     main = "residual" if prior_weight is not None else "pure"
@@ -221,11 +225,6 @@ def validate(
 
 def _mrr(ranks: list[tuple[str, int]]) -> float:
     return sum(1.0 / r for _, r in ranks) / max(len(ranks), 1)
-
-
-def _minmax(x: Any) -> Any:
-    span = x.max() - x.min()
-    return (x - x.min()) / span if float(span) > 1e-12 else x * 0 + 1.0
 
 
 def load_base(base: str, transformers: Any) -> Any:
@@ -367,12 +366,13 @@ def train(
                 losses,
                 earlier_s + time.monotonic() - t0,
                 torch,
+                transformers,
                 alpha,
             )
 
     seconds = earlier_s + time.monotonic() - t0
     if step > start_step:
-        _checkpoint(model, optimizer, scheduler, ckpt, step, losses, seconds, torch, alpha)
+        _checkpoint(model, optimizer, scheduler, ckpt, step, losses, seconds, torch, transformers, alpha)
     weight = float(alpha.item()) if cfg.prior_weight is not None else None
     val = validate(model, tokenizer, val_groups, torch, prior_weight=weight, bf16=cfg.bf16)
     final = out / "hf"
@@ -408,6 +408,7 @@ def _checkpoint(
     losses: list[float],
     seconds: float,
     torch: Any,
+    transformers: Any,
     alpha: Any,
 ) -> None:
     """Write the checkpoint into a temp folder, then swap it in, so a crash never leaves half of one."""
@@ -415,7 +416,6 @@ def _checkpoint(
 
     tmp = ckpt.with_name(ckpt.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    _, transformers = import_build_deps("checkpointing")
     with quiet_loading(transformers):
         model.save_pretrained(str(tmp))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")

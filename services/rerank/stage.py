@@ -16,8 +16,8 @@ mode (a logit and a min-max score live on different scales; a client, or an eval
 score must get the order the stage chose). Each reranked hit carries its raw logit in
 ``scores["rerank"]``; per-retriever scores are untouched.
 
-When the reranker is unavailable, too slow, or fails mid-batch, the fused order is returned unchanged with ``"rerank"`` in ``degraded`` — search never fails because
-reranking did.
+When the reranker is unavailable, too slow, or fails mid-batch, the fused order is returned unchanged
+with ``"rerank"`` in ``degraded`` — search never fails because reranking did.
 """
 
 from __future__ import annotations

@@ -117,13 +117,14 @@ def test_training_writes_both_variants_and_a_model_card(trained: Path) -> None:
 
 
 def torch_scores(hf_dir: Path, pairs: list[tuple[str, str]], max_length: int) -> np.ndarray:
+    """PyTorch logits of either architecture, tokenised by the folder's own tokenizer.json."""
     import torch
-    import transformers
     from tokenizers import Tokenizer
 
+    from services.models.torch_reranker import load_torch_reranker
     from services.rerank.pair_scorer import configure_tokenizer, pad_batch
 
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(hf_dir)).eval()
+    model = load_torch_reranker(hf_dir)
     tok = configure_tokenizer(Tokenizer.from_file(str(hf_dir / "tokenizer.json")), max_length)
     out = []
     for q, p in pairs:
@@ -175,34 +176,20 @@ def test_export_refuses_a_classifier_with_several_labels(tmp_path: Path, trained
 
 
 def test_split_architecture_trains_exports_and_agrees_with_pytorch(trained_split: Path) -> None:
-    from services.models.split_encoder import load_split_encoder
-
     manifest = read_manifest(trained_split / "onnx")
     assert manifest is not None and manifest["architecture"] == "split-bert" and manifest["split_layers"] == 5
     assert "first_stage_weight" not in manifest  # not a residual model: served fused
     assert (trained_split / "onnx" / "model.int8.onnx").stat().st_size < 30e6  # shippable in the repo
     card = (trained_split / "onnx" / "MODEL_CARD.md").read_text()
     assert "split" in card and "val_mrr_fused" in card
-    import torch
     from tokenizers import Tokenizer
 
-    from services.rerank.pair_scorer import configure_tokenizer, pad_batch
+    from services.rerank.pair_scorer import configure_tokenizer
 
-    model = load_split_encoder(trained_split / "hf").eval()
     tok = configure_tokenizer(Tokenizer.from_file(str(trained_split / "hf" / "tokenizer.json")), 64)
     assert tok.encode("q", "p").tokens.count("[CLS]") == 2  # each segment reads as a bi-encoder input
     pairs = [*PAIRS[:4], PAIRS[5]]
-    with torch.no_grad():
-        expected = np.array(
-            [
-                float(
-                    model(
-                        **{k: torch.from_numpy(v) for k, v in pad_batch([tok.encode(q, p)]).items()}
-                    ).logits[0, 0]
-                )
-                for q, p in pairs
-            ]
-        )
+    expected = torch_scores(trained_split / "hf", pairs, 64)
     for variant, tolerance in (("fp32", 1e-3), ("int8", 1.0)):
         reranker = OnnxReranker.from_dir(trained_split / "onnx", variant=variant)
         got = np.array([reranker.score(q, [p])[0] for q, p in pairs])

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch  # the [build] extra, installed by `make test`
 
 pytestmark = pytest.mark.integration
-
-torch = pytest.importorskip("torch", reason="build extra (torch) is part of make test's install")
 
 QUERY = "what causes ocean tides"
 PASSAGES = [
