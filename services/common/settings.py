@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -134,6 +135,140 @@ class RerankSettings(BaseModel):
     triton: TritonSettings = TritonSettings()
 
 
+class CelerySettings(BaseModel):
+    broker_url: str = Field(
+        default="redis://127.0.0.1:6379/0", description="Celery broker (Redis); credentials via the URL"
+    )
+    result_backend: str = Field(default="redis://127.0.0.1:6379/1", description="Celery result backend")
+    queue: str = Field(default="rampart.factcheck", description="Queue the fact-check workers consume")
+    concurrency: int = Field(default=2, ge=1, le=256, description="Worker processes per worker node")
+    cache_ttl_s: int = Field(
+        default=24 * 3600, ge=0, description="Evidence cached in Redis by (model, query, passage); 0 = off"
+    )
+    retries: int = Field(default=2, ge=0, le=10, description="Retries of a task on transient errors only")
+    cache_url: str | None = Field(
+        default=None,
+        description="Redis holding cached evidence (redis:// or rediss://); default: result_backend",
+    )
+    result_expires_s: int = Field(
+        default=120,
+        ge=1,
+        description="Uncollected task results (a check past its deadline) expire after this",
+    )
+    visibility_timeout_s: int = Field(
+        default=300,
+        ge=10,
+        description="A task reserved by a worker node that vanished is redelivered after this (tasks take ms)",
+    )
+    socket_timeout_s: float = Field(
+        default=2.0, gt=0.0, le=60.0, description="Connect/read timeout of every Redis call the checker makes"
+    )
+    ready_timeout_s: float = Field(
+        default=1.0, gt=0.0, le=30.0, description="How long /readyz waits for a worker to answer"
+    )
+
+
+class FactCheckSettings(BaseModel):
+    """Thresholds are tuned on dev data only (docs/factcheck.md says which and with what command)."""
+
+    enabled: bool = Field(default=True, description="Judge the top results of every search")
+    backend: Literal["inprocess", "celery", "none"] = Field(
+        default="inprocess", description="inprocess: thread pool; celery: Redis-backed workers"
+    )
+    depth: int = Field(default=10, ge=1, le=100, description="Top-M results judged (HAC: M = 5)")
+    min_keep: int = Field(
+        default=2,
+        ge=0,
+        le=100,
+        description="If fewer RELEVANT survive, fall back to the judged non-adversarial top-M, flagged",
+    )
+    deadline_ms: int = Field(
+        default=3000, ge=10, description="Past it, results pass unverified with 'factcheck' in degraded"
+    )
+    workers: int = Field(default=4, ge=1, le=64, description="In-process thread pool size")
+    injection_threshold: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="Prompt-injection score that makes a passage ADVERSARIAL"
+    )
+    query_copy_threshold: float = Field(
+        default=0.8, ge=0.0, le=1.0, description="Share of the query copied verbatim that is ADVERSARIAL"
+    )
+    stuffing_threshold: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Keyword-stuffing score that is ADVERSARIAL"
+    )
+    duplicate_threshold: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="Embedding cosine linking passages of different documents into a near-duplicate cluster",
+    )
+    duplicate_min_docs: int = Field(
+        default=3, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
+    )
+    untrusted_sources: list[str] = Field(
+        default_factory=list, description="Glob patterns over a chunk's source marking it untrusted"
+    )
+    untrusted_factor: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Untrusted passages face content thresholds times this"
+    )
+    relevance_threshold: float = Field(
+        default=0.02,
+        ge=0.0,
+        le=1.0,
+        description="Calibrated P(relevant) from the reranker logit below which a passage may be IRRELEVANT",
+    )
+    calibration: tuple[float, float] = Field(
+        default=(1.0, 0.0), description="Platt scaling (a, b): P(relevant) = sigmoid(a * logit + b)"
+    )
+    coverage_threshold: float = Field(
+        default=0.34,
+        ge=0.0,
+        le=1.0,
+        description="Best strip's share of the query terms below which no strip addresses the query",
+    )
+    conflict_threshold: float = Field(
+        default=0.6, ge=0.0, le=1.0, description="Claim-conflict score between two passages that counts"
+    )
+    use_llm: bool = Field(
+        default=True,
+        description="Judge each passage with the LLM at llm.base_url when one is set (detectors keep "
+        "precedence for ADVERSARIAL; see docs/factcheck.md)",
+    )
+    celery: CelerySettings = CelerySettings()
+
+
+class LlmSettings(BaseModel):
+    """An OpenAI-compatible chat endpoint (llama.cpp server, vLLM, a hosted API); shared by the stages
+    that ask a model (the fact-check judge now, answers later)."""
+
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1; unset = no LLM",
+    )
+    model: str = Field(default="default", description="Model name sent with every request")
+    api_key: SecretStr | None = Field(
+        default=None, description="Sent as 'Authorization: Bearer ...' when set; never logged"
+    )
+    timeout_s: float = Field(
+        default=10, gt=0.0, le=600.0, description="Per-request timeout; past it the call counts as no answer"
+    )
+    max_tokens: int = Field(default=96, ge=8, le=4096, description="Longest reply asked of the model")
+    retries: int = Field(
+        default=1, ge=0, le=10, description="Retries on connection errors and HTTP 5xx/429 only"
+    )
+
+    @model_validator(mode="after")
+    def _url(self) -> LlmSettings:
+        if self.base_url is not None:
+            parts = urlsplit(self.base_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                shown = "<url with credentials>" if parts.password else repr(self.base_url)
+                raise ValueError(
+                    f"llm.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {shown}; "
+                    "fix RAMPART_LLM__BASE_URL (or unset it to run without an LLM)"
+                )
+        return self
+
+
 class GatewaySettings(BaseModel):
     host: str = Field(default="127.0.0.1", description="Bind address (0.0.0.0 to expose)")
     port: int = Field(default=8080, ge=1, le=65535, description="HTTP port")
@@ -170,7 +305,9 @@ class RampartSettings(BaseSettings):
     index: IndexSettings = IndexSettings()
     fusion: FusionSettings = FusionSettings()
     rerank: RerankSettings = RerankSettings()
+    factcheck: FactCheckSettings = FactCheckSettings()
     gateway: GatewaySettings = GatewaySettings()
+    llm: LlmSettings = LlmSettings()
 
     def embedding_model_dir(self) -> Path:
         return self.embedding.model_dir or self.models_dir / "minilm-l6-v2"

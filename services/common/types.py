@@ -14,6 +14,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from services.common.verdicts import Judgement
+
 # Identifiers appear in index terms, file names and URLs: keep them boring.
 IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/\-]{0,254}$"
 Ident = Annotated[str, StringConstraints(pattern=IDENT_PATTERN)]
@@ -208,3 +210,4 @@ class ScoredChunk(BaseModel):
     )
     ranks: dict[str, int | None] = Field(default_factory=dict)
     fused: float
+    judgement: Judgement | None = Field(default=None, description="Fact-check verdict; null = not judged")

@@ -32,6 +32,7 @@ from services.gateway.schemas import (
     IngestResponse,
     SearchRequest,
     SearchResponse,
+    to_filtered,
     to_hits,
 )
 from services.ingest.service import Outcome
@@ -62,6 +63,9 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     errors = Counter("rampart_http_errors_total", "Gateway errors by code", ["code"], registry=registry)
     degraded = Counter(
         "rampart_degraded_total", "Responses served without a stage, by stage", ["stage"], registry=registry
+    )
+    verdicts = Counter(
+        "rampart_factcheck_verdicts_total", "Fact-check verdicts by class", ["verdict"], registry=registry
     )
 
     app = FastAPI(
@@ -189,9 +193,18 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
                 rerank = "ready"
             except RampartError as exc:
                 rerank = f"degraded: {exc.message}"  # search still serves, in fused order
+        factcheck = "disabled"
+        if runtime.fact_checker is not None:
+            try:
+                await run_in_threadpool(runtime.fact_checker.check_ready)
+                factcheck = "ready"
+            except RampartError as exc:
+                factcheck = f"degraded: {exc.message}"  # results pass unverified, flagged
         return {
             "status": "ready",
             "embedder": runtime.embedder.model_id,
+            "fact_checker": runtime.fact_checker.model_id if runtime.fact_checker else None,
+            "factcheck": factcheck,
             "reranker": runtime.reranker.model_id if runtime.reranker else None,
             "rerank": rerank,
             "index": stats,
@@ -293,15 +306,28 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
             mode=r.mode if r else None,
             weight=r.weight if r else None,
         )
-        outcome = await run_in_threadpool(runtime.search.search, body.query, who, params, rerank)
+        fc = body.factcheck
+        factcheck = runtime.search.factcheck_options(
+            enabled=fc.enabled if fc else None,
+            depth=fc.depth if fc else None,
+            min_keep=fc.min_keep if fc else None,
+        )
+        outcome = await run_in_threadpool(runtime.search.search, body.query, who, params, rerank, factcheck)
         for stage in outcome.degraded:
             degraded.labels(stage=stage).inc()
+        for hit in outcome.hits:
+            if hit.judgement is not None:
+                verdicts.labels(verdict=hit.judgement.verdict.value).inc()
+        for judged in outcome.filtered:
+            verdicts.labels(verdict=judged.verdict.value).inc()
         return SearchResponse(
             query=body.query,
             results=to_hits(outcome.hits),
             candidates=outcome.candidates,
             timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
             degraded=outcome.degraded,
+            filtered=to_filtered(outcome.filtered),
+            factcheck_fallback=outcome.fallback,
             request_id=request.state.request_id,
         )
 

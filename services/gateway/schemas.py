@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
+from services.common.verdicts import Judgement, Verdict
 from services.ingest.service import IngestResult
 
 
@@ -63,6 +64,14 @@ class RerankOptionsIn(Strict):
     weight: float | None = Field(default=None, ge=0.0, le=1.0, description="Reranker weight in fused mode")
 
 
+class FactCheckOptionsIn(Strict):
+    enabled: bool | None = Field(default=None, description="false: return results unjudged")
+    depth: int | None = Field(default=None, ge=1, le=100, description="Top results judged (at least top_k)")
+    min_keep: int | None = Field(
+        default=None, ge=0, le=100, description="Below this many RELEVANT, re-admit non-adversarial ones"
+    )
+
+
 class SearchRequest(Strict):
     query: str = Field(min_length=1, description="Free text")
     top_k: int = Field(default=10, ge=1, description="Number of chunks to return (capped by the server)")
@@ -70,6 +79,23 @@ class SearchRequest(Strict):
     filters: SearchFilters | None = None
     fusion: FusionOptions | None = None
     rerank: RerankOptionsIn | None = None
+    factcheck: FactCheckOptionsIn | None = None
+
+
+class VerdictOut(BaseModel):
+    verdict: Verdict
+    score: float = Field(description="Confidence in the verdict, 0-1")
+    reason: str
+
+
+class FilteredHit(BaseModel):
+    """A judged result the fact-check withheld: enough to audit it, not its text."""
+
+    chunk_id: str
+    doc_id: str
+    verdict: Verdict
+    score: float
+    reason: str
 
 
 class SearchHit(BaseModel):
@@ -87,6 +113,7 @@ class SearchHit(BaseModel):
     )
     ranks: dict[str, int | None] = Field(description="Rank in each retriever's own list (null: not found)")
     fused: float = Field(description="Final ranking score (after reranking for the reranked top results)")
+    verdict: VerdictOut | None = Field(default=None, description="Fact-check verdict (null: not judged)")
 
 
 def to_hits(scored: list[ScoredChunk]) -> list[SearchHit]:
@@ -105,8 +132,20 @@ def to_hits(scored: list[ScoredChunk]) -> list[SearchHit]:
             scores=h.scores,
             ranks=h.ranks,
             fused=h.fused,
+            verdict=VerdictOut(
+                verdict=h.judgement.verdict, score=h.judgement.score, reason=h.judgement.reason
+            )
+            if h.judgement
+            else None,
         )
         for i, h in enumerate(scored)
+    ]
+
+
+def to_filtered(judgements: list[Judgement]) -> list[FilteredHit]:
+    return [
+        FilteredHit(chunk_id=j.chunk_id, doc_id=j.doc_id, verdict=j.verdict, score=j.score, reason=j.reason)
+        for j in judgements
     ]
 
 
@@ -117,7 +156,15 @@ class SearchResponse(BaseModel):
     timings_ms: dict[str, float]
     degraded: list[str] = Field(
         default_factory=list,
-        description='Stages skipped for this response, e.g. ["rerank"] when the reranker is down',
+        description='Stages skipped for this response, e.g. ["rerank"] when the reranker is down, '
+        '["factcheck"] when results are unverified',
+    )
+    filtered: list[FilteredHit] = Field(
+        default_factory=list, description="Judged results withheld by the fact-check, with the reason"
+    )
+    factcheck_fallback: bool = Field(
+        default=False,
+        description="Fewer than factcheck.min_keep results were RELEVANT: non-adversarial ones were re-admitted",
     )
     request_id: str
 

@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass
 
 from services.common.settings import RampartSettings
+from services.factcheck.checker import FactChecker, build_fact_checker
+from services.factcheck.stage import FactCheckStage
 from services.ingest.service import IngestService
 from services.orchestrator.search import SearchPipeline
 from services.rerank.reranker import Reranker, build_reranker
@@ -32,6 +34,7 @@ class Runtime:
     search: SearchPipeline
     reranker: Reranker | None = None
     owns_reranker: bool = True  # False when the caller passed one in (it closes it)
+    fact_checker: FactChecker | None = None
 
     @classmethod
     def open(
@@ -48,20 +51,29 @@ class Runtime:
         index = open_index(settings, embedder.dim, embedder.model_id)
         ingest = IngestService.from_settings(index, embedder, settings)
         cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
+        checker = build_fact_checker(settings, embedder)
         search = SearchPipeline(
-            HybridRetriever(index, embedder), settings.fusion, RerankStage(reranker, cache), settings.rerank
+            HybridRetriever(index, embedder),
+            settings.fusion,
+            RerankStage(reranker, cache),
+            settings.rerank,
+            FactCheckStage(checker),
+            settings.factcheck,
         )
         log.info(
             "runtime ready",
             extra={
                 "embedder": embedder.model_id,
                 "reranker": reranker.model_id if reranker else None,
+                "fact_checker": checker.model_id if checker else None,
                 **index.stats(),
             },
         )
-        return cls(settings, embedder, index, ingest, search, reranker, owns)
+        return cls(settings, embedder, index, ingest, search, reranker, owns, checker)
 
     def close(self) -> None:
+        if self.fact_checker is not None:
+            self.fact_checker.close()
         self.index.close()
         if self.reranker is not None and self.owns_reranker:
             self.reranker.close()

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from services.common.settings import FusionSettings, RerankSettings
+from services.common.settings import FactCheckSettings, FusionSettings, RerankSettings
 from services.common.types import Principal
+from services.factcheck.stage import FactCheckStage
 from services.rerank.stage import Mode, RerankStage
 from services.retrieval.hybrid import HybridRetriever, SearchOutcome, SearchParams
 
@@ -25,6 +26,16 @@ class RerankOptions:
     weight: float
 
 
+@dataclass(frozen=True)
+class FactCheckOptions:
+    """Per-request fact-check knobs; build with :meth:`SearchPipeline.factcheck_options`."""
+
+    enabled: bool
+    depth: int
+    min_keep: int
+    deadline_s: float
+
+
 class SearchPipeline:
     def __init__(
         self,
@@ -32,11 +43,15 @@ class SearchPipeline:
         defaults: FusionSettings,
         rerank: RerankStage | None = None,
         rerank_defaults: RerankSettings | None = None,
+        factcheck: FactCheckStage | None = None,
+        factcheck_defaults: FactCheckSettings | None = None,
     ) -> None:
         self.retriever = retriever
         self.defaults = defaults
         self.rerank = rerank or RerankStage(None)
         self.rerank_defaults = rerank_defaults or RerankSettings()
+        self.factcheck = factcheck or FactCheckStage(None)
+        self.factcheck_defaults = factcheck_defaults or FactCheckSettings()
 
     def params(self, *, top_k: int, **overrides: Any) -> SearchParams:
         """Request parameters: settings' defaults, overridden per request (see SearchParams.from_settings)."""
@@ -59,17 +74,52 @@ class SearchPipeline:
             weight=weight if weight is not None else d.weight,
         )
 
+    def factcheck_options(
+        self, *, enabled: bool | None = None, depth: int | None = None, min_keep: int | None = None
+    ) -> FactCheckOptions:
+        """Settings' fact-check defaults overridden per request; off when no checker is configured."""
+        d = self.factcheck_defaults
+        return FactCheckOptions(
+            enabled=self.factcheck.enabled and (enabled if enabled is not None else d.enabled),
+            depth=depth if depth is not None else d.depth,
+            min_keep=min_keep if min_keep is not None else d.min_keep,
+            deadline_s=d.deadline_ms / 1000.0,
+        )
+
     def search(
-        self, query: str, principal: Principal, params: SearchParams, rerank: RerankOptions | None = None
+        self,
+        query: str,
+        principal: Principal,
+        params: SearchParams,
+        rerank: RerankOptions | None = None,
+        factcheck: FactCheckOptions | None = None,
     ) -> SearchOutcome:
         opts = rerank or self.rerank_options()
-        if not opts.enabled:
-            return self.retriever.search(query, principal, params)
+        fc = factcheck or self.factcheck_options()
         wanted = params.top_k
-        outcome = self.retriever.search(query, principal, replace(params, top_k=max(wanted, opts.depth)))
-        result = self.rerank.apply(query, outcome.hits, depth=opts.depth, mode=opts.mode, weight=opts.weight)
-        outcome.hits = result.hits[:wanted]
-        outcome.timings_ms["rerank"] = result.ms
-        outcome.candidates["reranked"] = result.reranked
-        outcome.degraded += result.degraded
+        # every returned result is judged: the checker sees at least top_k
+        judge = max(fc.depth, wanted) if fc.enabled else 0
+        need = max(wanted, opts.depth if opts.enabled else 0, judge)
+        outcome = self.retriever.search(query, principal, replace(params, top_k=need))
+        if opts.enabled:
+            result = self.rerank.apply(
+                query, outcome.hits, depth=opts.depth, mode=opts.mode, weight=opts.weight
+            )
+            outcome.hits = result.hits
+            outcome.timings_ms["rerank"] = result.ms
+            outcome.candidates["reranked"] = result.reranked
+            outcome.degraded += result.degraded
+        if fc.enabled:
+            # only judged results go on: a filtered one is not replaced by an unjudged one from below
+            checked = self.factcheck.apply(
+                query, outcome.hits[:judge], depth=judge, min_keep=fc.min_keep, deadline_s=fc.deadline_s
+            )
+            outcome.hits = checked.hits
+            outcome.timings_ms["factcheck"] = checked.ms
+            outcome.candidates["judged"] = checked.judged
+            outcome.candidates["filtered"] = len(checked.filtered)
+            outcome.filtered = checked.filtered
+            outcome.fallback = checked.fallback
+            outcome.degraded += checked.degraded
+        outcome.hits = outcome.hits[:wanted]
         return outcome

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from services.common.errors import invalid
 from services.common.settings import FusionSettings
 from services.common.types import FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
+from services.common.verdicts import Judgement
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, fuse
 from services.retrieval.index import SearchIndex
@@ -69,6 +70,8 @@ class SearchOutcome:
     timings_ms: dict[str, float]
     candidates: dict[str, int]
     degraded: list[str] = field(default_factory=list)  # stages skipped (e.g. "rerank"), see DESIGN §8
+    filtered: list[Judgement] = field(default_factory=list)  # judged and withheld by the fact-check
+    fallback: bool = False  # fewer than factcheck.min_keep passed: non-adversarial ones re-admitted
 
 
 class HybridRetriever:

@@ -43,7 +43,8 @@ def test_cpu_template_parses_with_dynamic_batching() -> None:
     assert not re.search(r"@[A-Z_]+@", text), "a placeholder of the template is not filled"
     cfg = parse(text)
     assert cfg.backend == "python" and cfg.max_batch_size == 64
-    assert list(cfg.dynamic_batching.preferred_batch_size) == [16, 32]
+    assert cfg.HasField("dynamic_batching")  # merges queued requests; no idle wait on CPU
+    assert cfg.dynamic_batching.max_queue_delay_microseconds == 0
     assert cfg.instance_group[0].count == 2
     assert list(cfg.version_policy.specific.versions) == [1]
     assert interface(cfg) == ({"QUERY", "PASSAGE"}, {"SCORE"})

@@ -1,0 +1,155 @@
+"""``rampart eval …``: quality figures. ``rampart eval DATA_DIR`` (retrieval metrics, defined in
+main.py) stays the default subcommand so existing commands keep working; ``rampart eval attack``
+measures corruption resistance."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from typer import _click  # typer 0.29 vendors click; its Context is this one
+from typer.core import TyperGroup
+
+from services.cli.ui import console, fail, load_settings, out, progress_bar, resolve_dataset, task_updater
+from services.common.errors import RampartError
+
+
+class DefaultSubcommand(TyperGroup):
+    """A group whose first argument, when it names no subcommand, goes to ``retrieval``."""
+
+    default = "retrieval"
+
+    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [self.default, *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(
+    cls=DefaultSubcommand,
+    help="Quality figures: `rampart eval DATA_DIR` (retrieval, the default) and `rampart eval attack`.",
+    no_args_is_help=True,
+)
+
+
+@eval_app.command("attack")
+def attack(
+    corpus_dir: Annotated[Path, typer.Argument(help="A BEIR folder (or a name under RAMPART_EVAL_DATA_DIR)")],
+    attacks_json: Annotated[
+        Path,
+        typer.Argument(
+            help="PoisonedRAG JSON: {id: {question, correct answer, incorrect answer, adv_texts}}"
+        ),
+    ],
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+    split: Annotated[str, typer.Option(help="qrels split of the clean queries")] = "test",
+    query_split: Annotated[
+        str, typer.Option(help="all, or train/heldout: the fixed halves of a single-split set (HotpotQA-500)")
+    ] = "all",
+    k: Annotated[int, typer.Option(min=1, max=100, help="First-stage top-k inspected for poison")] = 10,
+    clean_queries: Annotated[
+        int | None, typer.Option(min=0, help="Clean queries scored (default: all judged, unattacked ones)")
+    ] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Index cache (default <data_dir setting>/eval-cache)")
+    ] = None,
+) -> None:
+    """Plant each question's adversarial passages as ordinary documents; report the share of attacked
+    questions with poison in the top-k, the reranked top-M and the final context, clean Recall@10 with
+    and without fact-check, the latency it adds and the classifier's detection precision/recall."""
+    from dataclasses import replace
+
+    from services.evaluation.attack import load_attacks, poisoned_index, run_attack
+    from services.evaluation.beir import load_beir
+    from services.evaluation.splits import select_queries
+    from services.factcheck.checker import build_fact_checker
+    from services.factcheck.stage import FactCheckStage
+    from services.rerank.reranker import build_reranker
+    from services.rerank.score_cache import ScoreCache
+    from services.rerank.stage import RerankStage
+    from services.retrieval.embedder import build_embedder
+    from services.retrieval.hybrid import HybridRetriever
+
+    settings = load_settings()
+    if query_split not in ("all", "train", "heldout"):
+        raise typer.BadParameter(f"--query-split {query_split!r}: use all, train or heldout")
+    try:
+        dataset = load_beir(resolve_dataset(corpus_dir, settings), split)
+        attacks = load_attacks(attacks_json)
+        if query_split != "all":
+            keep = set(select_queries([a.qid for a in attacks] + list(dataset.queries), query_split))  # type: ignore[arg-type]
+            attacks = [a for a in attacks if a.qid in keep]
+            dataset = replace(dataset, queries={q: t for q, t in dataset.queries.items() if q in keep})
+        embedder = build_embedder(settings)
+        reranker = build_reranker(settings) if settings.rerank.enabled else None
+        checker = build_fact_checker(settings, embedder)
+        if checker is None:
+            raise typer.BadParameter("factcheck.backend is none; nothing to measure")
+        try:
+            with progress_bar() as bar:
+                progress = task_updater(bar)
+                with poisoned_index(
+                    dataset,
+                    attacks,
+                    settings,
+                    embedder,
+                    cache_dir or settings.data_dir / "eval-cache",
+                    progress=progress,
+                ) as index:
+                    figures = run_attack(
+                        dataset,
+                        attacks,
+                        HybridRetriever(index, embedder),
+                        RerankStage(reranker, ScoreCache(100_000)),
+                        FactCheckStage(checker),
+                        settings,
+                        k=k,
+                        clean_limit=clean_queries,
+                        progress=progress,
+                    )
+        finally:
+            checker.close()
+            if reranker is not None:
+                reranker.close()
+    except RampartError as exc:
+        raise fail(exc) from exc
+    report: dict[str, Any] = {
+        "command": "rampart " + " ".join(sys.argv[1:]),
+        "corpus": dataset.name,
+        "attacks": str(attacks_json),
+        "query_split": query_split,
+        "reranker": reranker.model_id if reranker else None,
+        "fact_checker": checker.model_id,
+        "factcheck": settings.factcheck.model_dump(mode="json", exclude={"celery"}),
+        **figures,
+    }
+    table = Table(
+        title=f"attack: {attacks_json.name} on {dataset.name} ({figures['attacked_questions']} questions)"
+    )
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key in (
+        "poison_in_topk",
+        "poison_in_reranked",
+        "poison_in_context",
+        "clean_recall@10_without_factcheck",
+        "clean_recall@10_with_factcheck",
+        "attacked_recall@10_without_factcheck",
+        "attacked_recall@10_with_factcheck",
+        "added_latency_ms_p50",
+        "added_latency_ms_p95",
+    ):
+        table.add_row(key, str(figures[key]))
+    for name, d in figures["detection"].items():
+        table.add_row(f"{name} precision / recall", f"{d['precision']} / {d['recall']}")
+    out.print(table)
+    if figures["degraded_queries"]:
+        console.print(f"[yellow]{figures['degraded_queries']} queries ran degraded[/yellow]")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_out}")

@@ -1,0 +1,114 @@
+"""``rampart tune …``: fit settings on dev data (never on a test split) and print what to set."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from services.cli.ui import console, fail, load_settings, out, progress_bar, resolve_dataset, task_updater
+from services.common.errors import RampartError, invalid
+
+tune_app = typer.Typer(help="Tune settings on dev data.", no_args_is_help=True)
+
+
+def _parse_set(spec: str) -> tuple[str, str, str]:
+    parts = spec.split("::")
+    if len(parts) not in (2, 3):
+        raise invalid(f"--set {spec!r}: write CORPUS_DIR::ATTACKS_JSON or CORPUS_DIR::ATTACKS_JSON::train")
+    query_split = parts[2] if len(parts) == 3 else "all"
+    if query_split not in ("all", "train", "heldout"):
+        raise invalid(f"--set {spec!r}: the query split must be all, train or heldout")
+    return parts[0], parts[1], query_split
+
+
+@tune_app.command("factcheck")
+def tune_factcheck(
+    sets: Annotated[
+        list[str],
+        typer.Option(
+            "--set",
+            help="CORPUS_DIR::ATTACKS_JSON[::train|heldout] (repeatable). The qrels split used is the "
+            "corpus' only one; a corpus with a test split must be limited to its train query half",
+        ),
+    ],
+    clean_queries: Annotated[int, typer.Option(min=0, help="Clean queries per set")] = 300,
+    max_recall_loss: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Clean Recall@10 the defence may cost (0.01 = 1 point)")
+    ] = 0.01,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write every grid point here")] = None,
+    k: Annotated[int, typer.Option(min=1, max=100, help="Recall@k and poison-in-top-k depth")] = 10,
+) -> None:
+    """Grid-search the fact-check thresholds (near-duplicate cosine and size, strip coverage, relevance
+    probability) and fit the reranker calibration, on dev attack sets; prints the settings to use."""
+    from services.evaluation.attack import attack_queries, load_attacks, poisoned_index
+    from services.evaluation.beir import available_splits, load_beir
+    from services.evaluation.factcheck_tune import collect_cases, fit_calibration, grid_search
+    from services.evaluation.splits import select_queries
+    from services.rerank.reranker import build_reranker
+    from services.rerank.score_cache import ScoreCache
+    from services.rerank.stage import RerankStage
+    from services.retrieval.embedder import build_embedder
+    from services.retrieval.hybrid import HybridRetriever
+
+    settings = load_settings()
+    try:
+        embedder = build_embedder(settings)
+        reranker = build_reranker(settings) if settings.rerank.enabled else None
+        stage = RerankStage(reranker, ScoreCache(200_000))
+        cases = []
+        with progress_bar() as bar:
+            progress = task_updater(bar)
+            for spec in sets:
+                corpus, attacks_path, query_split = _parse_set(spec)
+                root = resolve_dataset(Path(corpus), settings)
+                splits = available_splits(root)
+                if len(splits) != 1 and query_split != "train":
+                    raise invalid(f"{root} has qrels splits {splits}: tune on one split only, or on ::train")
+                dataset = load_beir(root, splits[0])
+                attacks = load_attacks(Path(attacks_path))
+                if query_split != "all":
+                    keep = set(select_queries([a.qid for a in attacks] + list(dataset.queries), query_split))  # type: ignore[arg-type]
+                    attacks = [a for a in attacks if a.qid in keep]
+                    dataset = replace(
+                        dataset, queries={q: t for q, t in dataset.queries.items() if q in keep}
+                    )
+                cache = settings.data_dir / "eval-cache"
+                with poisoned_index(dataset, attacks, settings, embedder, cache, progress=progress) as index:
+                    queries = attack_queries(dataset, attacks, clean_queries)
+                    cases += collect_cases(
+                        queries,
+                        HybridRetriever(index, embedder),
+                        stage,
+                        embedder,
+                        settings,
+                        k=k,
+                        progress=progress,
+                    )
+        calibration = fit_calibration(cases)
+        tuned = settings.model_copy(
+            update={"factcheck": settings.factcheck.model_copy(update={"calibration": calibration})}
+        )
+        best, rows = grid_search(cases, tuned, k=k, max_recall_loss=max_recall_loss)
+    except RampartError as exc:
+        raise fail(exc) from exc
+    rows.sort(key=lambda r: (r["poison_in_context"], r["clean_recall_loss"]))
+    table = Table(title=f"fact-check grid on {len(cases)} dev queries (best 12 of {len(rows)})")
+    for col in rows[0]:
+        table.add_column(col, justify="right")
+    for r in rows[:12]:
+        table.add_row(*(str(v) for v in r.values()))
+    out.print(table)
+    chosen: dict[str, Any] = {**best, "calibration": list(calibration)}
+    console.print("settings to use (RAMPART_FACTCHECK__<NAME>):")
+    out.print(json.dumps(chosen, indent=2))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        report = {"command": "rampart " + " ".join(sys.argv[1:]), "best": chosen, "grid": rows}
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_out}")

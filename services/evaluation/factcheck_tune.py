@@ -1,0 +1,155 @@
+"""``rampart tune factcheck``: pick the fact-check thresholds on dev attack sets, never on a test split.
+
+Retrieval, reranking and per-document evidence (the expensive parts) run once per query; each grid
+point then re-runs only the set-level classifier and the stage's keep/fallback rule — the product's
+own code, through a checker that serves the precomputed evidence. The objective is the issue's: the
+least poison in the final context while clean Recall@10 loses at most ``max_recall_loss`` (default
+1 point, half the 2-point budget, so that a held-out set has room to differ).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from services.common.settings import FactCheckSettings, RampartSettings
+from services.common.types import ScoredChunk
+from services.evaluation.attack import Query, Trace, apply_factcheck, first_stages, summarize
+from services.evaluation.runner import Progress
+from services.factcheck.checker import CheckOutcome
+from services.factcheck.classifier import decide
+from services.factcheck.evidence import CheckInput, Evidence, gather_evidence
+from services.factcheck.stage import FactCheckStage, to_input
+from services.rerank.stage import RerankStage
+from services.retrieval.embedder import Embedder
+from services.retrieval.hybrid import HybridRetriever
+
+GRID: dict[str, list[Any]] = {
+    "duplicate_threshold": [0.8, 0.82, 0.84, 0.86, 0.88, 0.9, 0.92],
+    "duplicate_min_docs": [2, 3],
+    "coverage_threshold": [0.0, 0.2, 0.34, 0.5],
+    "relevance_threshold": [0.0, 0.02, 0.1, 0.3],
+}
+
+
+@dataclass
+class Case:
+    query: str
+    trace: Trace
+    head: list[ScoredChunk]
+    evidence: list[Evidence]
+
+
+class PrecomputedChecker:
+    """A FactChecker over evidence gathered once (see module doc)."""
+
+    model_id = "precomputed"
+
+    def __init__(self, case: Case, settings: FactCheckSettings) -> None:
+        self.case = case
+        self.settings = settings
+
+    def check(self, query: str, items: Sequence[CheckInput], *, deadline_s: float) -> CheckOutcome:
+        return CheckOutcome(decide(query, items, self.case.evidence[: len(items)], self.settings))
+
+    def check_ready(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def collect_cases(
+    queries: Sequence[Query],
+    retriever: HybridRetriever,
+    rerank: RerankStage,
+    embedder: Embedder,
+    settings: RampartSettings,
+    *,
+    k: int,
+    progress: Progress | None = None,
+) -> list[Case]:
+    cases = []
+    for i, q in enumerate(queries, start=1):
+        trace, head = first_stages(q, retriever, rerank, settings, k=k)
+        evidence = gather_evidence(q.query, [to_input(h) for h in head], embedder, settings.factcheck)
+        cases.append(Case(q.query, trace, head, evidence))
+        if progress and (i % 10 == 0 or i == len(queries)):
+            progress("collect", i, len(queries))
+    return cases
+
+
+def evaluate_cases(cases: Sequence[Case], settings: RampartSettings, *, k: int) -> dict[str, Any]:
+    traces = [
+        apply_factcheck(
+            c.trace, c.query, c.head, FactCheckStage(PrecomputedChecker(c, settings.factcheck)), settings
+        )
+        for c in cases
+    ]
+    return summarize(traces, k=k, m=settings.factcheck.depth)
+
+
+def fit_calibration(cases: Sequence[Case]) -> tuple[float, float]:
+    """Platt scaling of the reranker logit on the clean queries' judged chunks (relevant = in qrels)."""
+    xs, ys = [], []
+    for c in cases:
+        if c.trace.attacked:
+            continue
+        for h in c.head:
+            logit = h.scores.get("rerank")
+            if logit is not None:
+                xs.append(float(logit))
+                ys.append(1.0 if c.trace.relevant.get(h.chunk.doc_id, 0) > 0 else 0.0)
+    if len(set(ys)) < 2:
+        return (1.0, 0.0)
+    x, y = np.asarray(xs), np.asarray(ys)
+    # Platt's smoothed targets keep the fit finite when the logits separate the classes perfectly
+    n_pos, n_neg = float(y.sum()), float(len(y) - y.sum())
+    y = np.where(y > 0, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    a, b = 1.0, 0.0
+    for _ in range(50):  # Newton steps on the logistic log-likelihood (2 parameters)
+        p = 1.0 / (1.0 + np.exp(-np.clip(a * x + b, -60, 60)))
+        w = np.maximum(p * (1 - p), 1e-9)
+        g = np.array([np.sum((p - y) * x), np.sum(p - y)])
+        hess = np.array([[np.sum(w * x * x), np.sum(w * x)], [np.sum(w * x), np.sum(w)]]) + 1e-6 * np.eye(2)
+        step = np.linalg.solve(hess, g)
+        a, b = a - step[0], b - step[1]
+        if float(np.abs(step).max()) < 1e-8:
+            break
+    return (round(float(a), 4), round(float(b), 4))
+
+
+def grid_search(
+    cases: Sequence[Case],
+    settings: RampartSettings,
+    *,
+    k: int,
+    max_recall_loss: float = 0.01,
+    grid: dict[str, list[Any]] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(best parameters, every grid point's figures)``; best = least poison in context among the points
+    within the recall budget, ties broken by the smaller recall loss."""
+    grid = grid or GRID
+    rows = []
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        params = dict(zip(names, values, strict=True))
+        s = settings.model_copy(update={"factcheck": settings.factcheck.model_copy(update=params)})
+        f = evaluate_cases(cases, s, k=k)
+        loss = f["clean_recall@10_without_factcheck"] - f["clean_recall@10_with_factcheck"]
+        rows.append(
+            {
+                **params,
+                "poison_in_context": f["poison_in_context"],
+                "clean_recall_loss": round(loss, 4),
+                "corrupt_precision": f["detection"]["corrupt"]["precision"],
+                "corrupt_recall": f["detection"]["corrupt"]["recall"],
+            }
+        )
+    ok = [r for r in rows if r["clean_recall_loss"] <= max_recall_loss + 1e-9] or rows
+    best = min(ok, key=lambda r: (r["poison_in_context"], r["clean_recall_loss"], -r["duplicate_threshold"]))
+    return {n: best[n] for n in names}, rows

@@ -1,0 +1,296 @@
+"""The Celery app of the distributed fact-checker and its one task: evidence for one passage.
+
+Workers (``rampart worker``) run :data:`TASK_NAME` once per document; the caller
+(:class:`~services.factcheck.celery_checker.CeleryFactChecker`) sends them as a group and decides the
+verdicts itself. Evidence is cached in Redis under ``rampart:fc:<passage_key>`` so a passage judged
+for a query once is never re-embedded while the entry lives, whichever worker computed it.
+
+Delivery is at-least-once (``task_acks_late`` + ``task_reject_on_worker_lost``): a worker process
+killed mid-task gets its task redelivered, which is safe because the task is a pure function of its
+input. Messages are JSON only: nothing a worker receives can execute code when decoded.
+
+``celery -A services.factcheck.celery_app worker`` finds :data:`app` here, built on first access from
+``RAMPART_*`` (nothing reads the environment at import); ``rampart worker`` builds it from the CLI's
+settings instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from celery import Celery
+from celery.signals import worker_process_init
+from pydantic import ValidationError
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from services.common.errors import ErrorCode, RampartError, invalid
+from services.common.settings import CelerySettings, RampartSettings
+from services.factcheck.evidence import (
+    EVIDENCE_VERSION,
+    MAX_CHARS,
+    CheckInput,
+    Evidence,
+    gather_evidence,
+    passage_key,
+)
+from services.factcheck.llm_judge import LlmJudge, build_judge, judge_enabled, llm_model_id
+from services.retrieval.embedder import Embedder
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "rampart.factcheck.evidence"
+CACHE_PREFIX = "rampart:fc:"
+# Errors worth another try: Redis (cache, broker, results) restarting or briefly unreachable. Never
+# validation errors: the same input would fail the same way forever.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+# A query longer than this is not a search query (the gateway caps queries at 2,000 characters).
+MAX_QUERY_CHARS = 100_000
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``: broker URLs carry credentials, logs must not."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def cache_url(settings: CelerySettings) -> str:
+    url = settings.cache_url or settings.result_backend
+    if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+        raise invalid(
+            f"fact-check evidence cache needs a Redis URL, got {redact_url(url)!r}; set "
+            "RAMPART_FACTCHECK__CELERY__CACHE_URL (or a redis:// result_backend)",
+            field="factcheck.celery.cache_url",
+        )
+    return url
+
+
+def redis_client(url: str, settings: CelerySettings) -> redis.Redis:
+    """A client that fails fast: bounded connect/read time and no hidden retries (redis-py's default
+    backs off for seconds), so a dead Redis costs a check milliseconds, not its whole deadline."""
+    return redis.Redis.from_url(
+        url,
+        socket_connect_timeout=settings.socket_timeout_s,
+        socket_timeout=settings.socket_timeout_s,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def bounded(item: CheckInput) -> CheckInput:
+    """``item`` as a task carries it: the text cut to what evidence reads (its first ``MAX_CHARS``
+    characters, so the evidence is unchanged) and made encodable (lone surrogates from bytes decoded
+    with ``surrogateescape`` become U+FFFD; the tokenizer rejects them)."""
+    text = item.text[:MAX_CHARS].encode("utf-8", "replace").decode("utf-8")
+    title = item.title[:MAX_CHARS].encode("utf-8", "replace").decode("utf-8")
+    if text == item.text and title == item.title:
+        return item
+    return item.model_copy(update={"text": text, "title": title})
+
+
+def evidence_key(query: str, item: CheckInput, model_id: str) -> str:
+    """Redis key of the cached evidence of ``item`` (already :func:`bounded`) for ``query``."""
+    return CACHE_PREFIX + passage_key(query, item, model_id)
+
+
+def error_result(code: ErrorCode, message: str) -> dict[str, Any]:
+    """What the task returns for input it can never judge: an answer, so the message is acked once
+    and the caller learns why, instead of a failure the broker might redeliver."""
+    return {"error": {"code": code.value, "message": message}}
+
+
+def evidence_model_id(settings: RampartSettings, embedder_id: str) -> str:
+    """What a passage's evidence depends on besides its input: recipe, embedder and, when the
+    fact-check consults one, the LLM judge. Caller and workers must compute the same."""
+    base = f"{EVIDENCE_VERSION}+{embedder_id}"
+    return f"{base}+{llm_model_id(settings.llm)}" if judge_enabled(settings) else base
+
+
+class WorkerState:
+    """Per worker process: the embedder, the LLM judge (if configured) and the cache client, created
+    on first use *after* the fork (onnxruntime sessions and sockets must not be shared across prefork
+    children)."""
+
+    def __init__(self, settings: RampartSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._embedder: Embedder | None = None
+        self._judge: LlmJudge | None = None
+        self._redis: redis.Redis | None = None
+
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                from services.retrieval.embedder import build_embedder
+
+                self._embedder = build_embedder(self._worker_settings())
+                log.info("fact-check worker loaded embedder %s", self._embedder.model_id)
+            return self._embedder
+
+    def _worker_settings(self) -> RampartSettings:
+        """``embedding.threads = 0`` means all cores; with several prefork children on one node that
+        oversubscribes the CPU, so each child takes its share."""
+        s = self.settings
+        if s.embedding.threads:
+            return s
+        share = max(1, (os.cpu_count() or 1) // s.factcheck.celery.concurrency)
+        return s.model_copy(update={"embedding": s.embedding.model_copy(update={"threads": share})})
+
+    def judge(self) -> LlmJudge | None:
+        with self._lock:
+            if self._judge is None:
+                self._judge = build_judge(self.settings)
+            return self._judge
+
+    def model_id(self) -> str:
+        return evidence_model_id(self.settings, self.embedder().model_id)
+
+    def cache(self) -> redis.Redis:
+        with self._lock:
+            if self._redis is None:
+                c = self.settings.factcheck.celery
+                self._redis = redis_client(cache_url(c), c)
+            return self._redis
+
+
+def run_evidence(state: WorkerState, query: Any, raw_item: Any, model_id: Any = None) -> dict[str, Any]:
+    """The task body: validate, look up the cache, compute, cache. Returns ``Evidence.model_dump()``
+    or :func:`error_result`; raises only transient Redis errors (retried) and bugs."""
+    if not isinstance(query, str) or not query.strip():
+        got = "a blank string" if isinstance(query, str) else type(query).__name__
+        return error_result(ErrorCode.INVALID_ARGUMENT, f"query must be a non-empty string, got {got}")
+    if len(query) > MAX_QUERY_CHARS:
+        return error_result(
+            ErrorCode.INVALID_ARGUMENT,
+            f"query has {len(query)} characters, more than {MAX_QUERY_CHARS}; shorten it",
+        )
+    if not isinstance(raw_item, dict):
+        return error_result(
+            ErrorCode.INVALID_ARGUMENT,
+            f"item must be a JSON object (CheckInput.model_dump()), got {type(raw_item).__name__}",
+        )
+    try:
+        item = bounded(CheckInput.model_validate(raw_item))
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "item" for e in exc.errors()[:5])
+        return error_result(
+            ErrorCode.INVALID_ARGUMENT,
+            f"item is not a CheckInput (bad fields: {fields}); build it with CheckInput(...)",
+        )
+    try:
+        mine = state.model_id()
+    except RampartError as exc:  # model missing or unreadable: every task would fail the same way
+        return error_result(exc.code, exc.message)
+    if model_id is not None and model_id != mine:
+        return error_result(
+            ErrorCode.FAILED_PRECONDITION,
+            f"worker evidence model {mine!r} differs from the caller's {model_id!r}; point the workers' "
+            "RAMPART_MODELS_DIR (or RAMPART_EMBEDDING__MODEL_DIR) at the caller's model and give them "
+            "the caller's RAMPART_LLM__BASE_URL, RAMPART_LLM__MODEL and RAMPART_FACTCHECK__USE_LLM",
+        )
+    ttl = state.settings.factcheck.celery.cache_ttl_s
+    key = evidence_key(query, item, mine)
+    if ttl:
+        cached = state.cache().get(key)
+        if isinstance(cached, bytes | str):
+            try:
+                return Evidence.model_validate_json(cached).model_dump()
+            except ValidationError:
+                log.warning("ignoring unreadable cached evidence", extra={"key": key})
+    ev = gather_evidence(query, [item], state.embedder(), state.settings.factcheck, state.judge())[0]
+    if ttl:
+        state.cache().set(key, ev.model_dump_json(), ex=ttl)
+    return ev.model_dump()
+
+
+def make_app(settings: RampartSettings) -> Celery:
+    """A Celery app for ``settings.factcheck.celery`` with the evidence task registered on it.
+
+    Apps are independent (not ``current_app``): a process may talk to several brokers, as the tests do.
+    """
+    c = settings.factcheck.celery
+    cache_url(c)  # fail at start-up, not on the first task, when the cache cannot be Redis
+    app = Celery("rampart-factcheck", broker=c.broker_url, backend=c.result_backend, set_as_current=False)
+    socket_opts = {
+        "socket_connect_timeout": c.socket_timeout_s,
+        "socket_timeout": max(c.socket_timeout_s, 5.0),
+    }
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_default_queue=c.queue,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        # With late acks, a task running when the broker connection drops is redelivered anyway;
+        # cancelling it avoids running it twice (and is Celery 6's default).
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        result_expires=c.result_expires_s,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": c.visibility_timeout_s, **socket_opts},
+        redis_socket_connect_timeout=c.socket_timeout_s,
+        redis_socket_timeout=max(c.socket_timeout_s, 5.0),
+        # The result backend retries a lost Redis 20 times a second apart by default: far past any
+        # check's deadline. Two quick tries cover a restart; the checker's deadline covers the rest.
+        result_backend_transport_options={
+            "retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.1, "interval_max": 0.2}
+        },
+    )
+    state = WorkerState(settings)
+
+    def evidence(query: Any, item: Any, model_id: Any = None) -> dict[str, Any]:
+        return run_evidence(state, query, item, model_id)
+
+    app.task(
+        name=TASK_NAME,
+        autoretry_for=TRANSIENT_ERRORS,
+        retry_backoff=True,
+        retry_backoff_max=10,
+        retry_jitter=True,
+        max_retries=c.retries,
+    )(evidence)
+
+    def warm(**_: Any) -> None:
+        """Load the model when a worker process starts, so its first task is not the slow one. A
+        failure only logs: the task reports it per document (raising here would respawn forever)."""
+        try:
+            state.embedder()
+        except Exception:
+            log.exception("fact-check worker could not load the embedding model")
+
+    worker_process_init.connect(warm, weak=False, dispatch_uid=f"rampart-factcheck-warm-{id(state)}")
+    return app
+
+
+_default: Celery | None = None
+_default_lock = threading.Lock()
+
+
+def default_app() -> Celery:
+    """The app built from ``RAMPART_*`` (for ``celery -A services.factcheck.celery_app``)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = make_app(RampartSettings())
+        return _default
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return default_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

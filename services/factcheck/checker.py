@@ -1,0 +1,65 @@
+"""The ``FactChecker`` protocol and its one factory.
+
+Implementations: :class:`~services.factcheck.in_process.InProcessFactChecker` (embedded default, a
+thread pool) and :class:`~services.factcheck.celery_checker.CeleryFactChecker` (Redis-backed Celery
+workers, one task per document). Both gather per-document evidence with the same functions and decide
+with the same classifier, so their verdicts are identical for the same inputs (the contract suite in
+``tests/integration/test_factcheck_contract.py`` holds them to that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from services.common.verdicts import Judgement
+from services.factcheck.evidence import CheckInput
+
+if TYPE_CHECKING:
+    from services.common.settings import RampartSettings
+    from services.retrieval.embedder import Embedder
+
+
+@dataclass
+class CheckOutcome:
+    """Judgements in input order, or ``unverified`` with the reason when they could not be had in time."""
+
+    judgements: list[Judgement] = field(default_factory=list)
+    unverified: bool = False
+    reason: str | None = None
+
+
+@runtime_checkable
+class FactChecker(Protocol):
+    @property
+    def model_id(self) -> str:
+        """Identity of everything that changes verdicts (evidence recipe, embedder, LLM judge,
+        contradiction model)."""
+        ...
+
+    def check(self, query: str, items: Sequence[CheckInput], *, deadline_s: float) -> CheckOutcome:
+        """Judge ``items`` for ``query`` within ``deadline_s`` seconds; never raises for a slow or
+        absent backend (returns ``unverified`` instead), raises ``RampartError`` for bad input."""
+        ...
+
+    def check_ready(self) -> None:
+        """Raise ``RampartError(UNAVAILABLE)`` unless verdicts can be produced now (/readyz)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def build_fact_checker(settings: RampartSettings, embedder: Embedder) -> FactChecker | None:
+    """The configured fact-checker, or ``None`` when ``factcheck.backend`` is ``none``."""
+    f = settings.factcheck
+    if f.backend == "none":
+        return None
+    if f.backend == "celery":
+        from services.factcheck.celery_checker import CeleryFactChecker
+
+        return CeleryFactChecker.from_settings(settings, embedder)
+    from services.factcheck.in_process import InProcessFactChecker
+    from services.factcheck.llm_judge import build_judge
+
+    return InProcessFactChecker(embedder, f, judge=build_judge(settings))

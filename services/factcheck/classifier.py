@@ -1,0 +1,186 @@
+"""Turn per-document evidence plus set-level signals into the four verdicts.
+
+Order of the rules (first match wins), each with the reason a human reads:
+
+1. **ADVERSARIAL** — text addressed to a model, the query pasted in, keyword stuffing, or one of a
+   near-duplicate cluster of documents (TrustRAG). Untrusted sources face lower thresholds
+   (``untrusted_factor``): the same text is more suspicious where anyone can write.
+2. **IRRELEVANT** — the calibrated reranker probability is below ``relevance_threshold`` *and* no
+   sentence strip covers the query's terms (``coverage_threshold``). Both must agree: the reranker
+   misses paraphrase-free matches less than strips do, strips catch reranker blind spots.
+3. **COUNTERFACTUAL** — among the remaining passages, one whose claims conflict with more of its peers
+   than any passage it conflicts with (the consensus outvotes it). A conflict between two passages
+   and nobody else is *disputed*: both stay RELEVANT and the reason says so.
+4. **RELEVANT** — everything else.
+
+With an LLM judge (:mod:`services.factcheck.llm_judge`), rule 1 still comes first: a model reading
+hostile text is what the detectors protect. For any other passage the judge's parsed verdict replaces
+rules 2-4 (reason ``"LLM judge: ..."``); a passage it said RELEVANT still counts as a peer in the
+consensus of rule 3 for the passages the judge gave no answer on, which the heuristics decide as before.
+The judge gives no probability: RELEVANT and IRRELEVANT keep the heuristic score (coverage / reranker),
+ADVERSARIAL and COUNTERFACTUAL get :data:`LLM_SCORE`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from services.common.settings import FactCheckSettings
+from services.common.verdicts import Judgement, Verdict
+from services.factcheck.detectors import Signal
+from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
+from services.factcheck.detectors.near_duplicates import duplicate_clusters, peer_similarity
+from services.factcheck.evidence import CheckInput, Evidence
+
+# (a, b) -> conflict score in [0, 1] for two passages; the trained contradiction model plugs in here.
+ConflictFn = Callable[[str, str], Signal]
+# Score of an LLM's ADVERSARIAL / COUNTERFACTUAL verdict: uncalibrated, so neither sure nor unsure.
+LLM_SCORE = 0.5
+
+
+def relevance_probability(logit: float | None, calibration: tuple[float, float]) -> float | None:
+    if logit is None:
+        return None
+    a, b = calibration
+    z = a * logit + b
+    return 1.0 / (1.0 + math.exp(-z)) if z > -60 else 0.0
+
+
+@lru_cache(maxsize=4096)
+def _claims(text: str) -> tuple[Claim, ...]:
+    return tuple(extract_claims(text))
+
+
+def heuristic_conflict(a: str, b: str) -> Signal:
+    """Claim alignment between two passages (claims cached per text: a set of M passages has M(M-1)/2 pairs)."""
+    return claim_conflict(list(_claims(a)), list(_claims(b)))
+
+
+def decide(
+    query: str,
+    items: Sequence[CheckInput],
+    evidence: Sequence[Evidence],
+    settings: FactCheckSettings,
+    conflict: ConflictFn = heuristic_conflict,
+) -> list[Judgement]:
+    n = len(items)
+    if n == 0:
+        return []
+    vectors = [e.vector for e in evidence]
+    clusters = (
+        duplicate_clusters(
+            [i.doc_id for i in items],
+            np.asarray(vectors, dtype=np.float32),
+            threshold=settings.duplicate_threshold,
+            min_docs=settings.duplicate_min_docs,
+        )
+        if all(vectors)
+        else [Signal.none()] * n
+    )
+    peers = peer_similarity([i.doc_id for i in items], np.asarray(vectors)) if all(vectors) else [0.0] * n
+    verdicts: list[tuple[Verdict, float, str] | None] = [None] * n
+    llm_relevant: set[int] = set()  # judged RELEVANT by the LLM: a consensus peer, never outvoted
+    for k, (item, ev) in enumerate(zip(items, evidence, strict=True)):
+        s = ev.signals
+        factor = settings.untrusted_factor if s.get("untrusted", 0.0) >= 1.0 else 1.0
+        trust_note = f" (untrusted source: {ev.notes['untrusted']})" if factor < 1.0 else ""
+        if s["injection"] > 0 and s["injection"] >= settings.injection_threshold * factor:
+            verdicts[k] = (
+                Verdict.ADVERSARIAL,
+                s["injection"],
+                f"text addressed to a model — {ev.notes['injection']}{trust_note}",
+            )
+        elif clusters[k].score > 0:
+            verdicts[k] = (Verdict.ADVERSARIAL, clusters[k].score, clusters[k].evidence + trust_note)
+        elif s["query_copy"] > 0 and s["query_copy"] >= settings.query_copy_threshold * factor:
+            verdicts[k] = (
+                Verdict.ADVERSARIAL,
+                s["query_copy"],
+                f"query pasted into the passage — {ev.notes['query_copy']}{trust_note}",
+            )
+        elif s["stuffing"] > 0 and s["stuffing"] >= settings.stuffing_threshold * factor:
+            verdicts[k] = (
+                Verdict.ADVERSARIAL,
+                s["stuffing"],
+                f"keyword stuffing — {ev.notes['stuffing']}{trust_note}",
+            )
+        elif ev.llm_verdict is not None:
+            if ev.llm_verdict is Verdict.RELEVANT:
+                llm_relevant.add(k)
+            else:
+                p = relevance_probability(item.rerank_logit, settings.calibration)
+                score = (
+                    1.0 - max(s["coverage"], p or 0.0) if ev.llm_verdict is Verdict.IRRELEVANT else LLM_SCORE
+                )
+                verdicts[k] = (ev.llm_verdict, score, f"LLM judge: {ev.llm_reason}")
+        else:
+            p = relevance_probability(item.rerank_logit, settings.calibration)
+            cov = s["coverage"]
+            low_model = p is None or p < settings.relevance_threshold
+            if low_model and cov < settings.coverage_threshold:
+                why = f"no sentence covers the query (best covers {cov:.0%} of its terms)"
+                if p is not None:
+                    why += f" and the reranker gives P(relevant) = {p:.3f}"
+                verdicts[k] = (Verdict.IRRELEVANT, 1.0 - max(cov, p or 0.0), why)
+    _consensus(items, verdicts, settings, conflict, llm_relevant)
+    out: list[Judgement] = []
+    for k, (item, ev, v) in enumerate(zip(items, evidence, verdicts, strict=True)):
+        if v is None:
+            p = relevance_probability(item.rerank_logit, settings.calibration)
+            score = max(ev.signals["coverage"], p or 0.0)
+            v = (
+                Verdict.RELEVANT,
+                score,
+                f"LLM judge: {ev.llm_reason}"
+                if k in llm_relevant
+                else "addresses the query"
+                + (f": {ev.notes['coverage'][:120]!r}" if ev.notes.get("coverage") else ""),
+            )
+        verdict, score, reason = v
+        out.append(
+            Judgement(
+                chunk_id=item.chunk_id,
+                doc_id=item.doc_id,
+                verdict=verdict,
+                score=round(min(1.0, max(0.0, score)), 4),
+                reason=reason,
+                signals={**ev.signals, "cluster": clusters[len(out)].score, "peer_cosine": peers[len(out)]},
+            )
+        )
+    return out
+
+
+def _consensus(
+    items: Sequence[CheckInput],
+    verdicts: list[tuple[Verdict, float, str] | None],
+    settings: FactCheckSettings,
+    conflict: ConflictFn,
+    locked: set[int],
+) -> None:
+    """Mark as COUNTERFACTUAL the passages the other still-relevant passages outvote (``locked`` ones
+    vote but are never marked: the LLM judge already called them RELEVANT)."""
+    alive = [k for k, v in enumerate(verdicts) if v is None]
+    edges: dict[int, list[tuple[int, Signal]]] = {k: [] for k in alive}
+    for x, i in enumerate(alive):
+        for j in alive[x + 1 :]:
+            if items[i].doc_id == items[j].doc_id:
+                continue
+            sig = conflict(items[i].text, items[j].text)
+            if sig.score >= settings.conflict_threshold:
+                edges[i].append((j, sig))
+                edges[j].append((i, sig))
+    for i in alive:
+        if not edges[i] or i in locked:
+            continue
+        mine = len(edges[i])
+        if all(mine > len(edges[j]) for j, _ in edges[i]):
+            top = max(edges[i], key=lambda e: e[1].score)[1]
+            verdicts[i] = (
+                Verdict.COUNTERFACTUAL,
+                top.score,
+                f"contradicts {mine} other retrieved passage(s) — {top.evidence}",
+            )

@@ -1,0 +1,71 @@
+"""Near-duplicate cluster detector (TrustRAG's signal): several documents saying the same thing.
+
+PoisonedRAG-style attacks plant several paraphrases of one false claim so that they fill the top of
+the ranking. Independent documents rarely paraphrase each other that closely. We link two passages
+from *different* documents when their embedding cosine is at least ``threshold`` and flag every
+connected group spanning ``min_docs`` or more documents. Chunks of one document never link (a
+document may repeat itself), so a cluster always means several sources pushing one text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.factcheck.detectors import Signal
+
+
+def peer_similarity(doc_ids: Sequence[str], vectors: np.ndarray) -> list[float]:
+    """Each passage's highest cosine to a passage of another document (0 when alone): recorded with
+    every verdict so thresholds can be audited and tuned."""
+    n = len(doc_ids)
+    if n < 2:
+        return [0.0] * n
+    v = np.asarray(vectors, dtype=np.float32)
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    sim = v @ v.T
+    same = np.array([[a == b for b in doc_ids] for a in doc_ids])
+    sim[same] = -1.0
+    return [round(max(0.0, float(x)), 4) for x in sim.max(axis=1)]
+
+
+def duplicate_clusters(
+    doc_ids: Sequence[str], vectors: np.ndarray, *, threshold: float, min_docs: int
+) -> list[Signal]:
+    """One signal per passage: score = the highest cosine that tied it into a flagged cluster."""
+    n = len(doc_ids)
+    if n == 0:
+        return []
+    v = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    v = v / np.maximum(norms, 1e-12)
+    sim = v @ v.T
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for j in range(i + 1, n):
+            if doc_ids[i] != doc_ids[j] and sim[i, j] >= threshold:
+                parent[find(i)] = find(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(find(i), []).append(i)
+    out = [Signal.none() for _ in range(n)]
+    for members in groups.values():
+        docs = {doc_ids[i] for i in members}
+        if len(docs) < min_docs:
+            continue
+        for i in members:
+            peers = [j for j in members if doc_ids[j] != doc_ids[i]]
+            best = max(float(sim[i, j]) for j in peers)
+            out[i] = Signal(
+                round(min(1.0, max(0.0, best)), 4),
+                f"one of {len(docs)} documents with near-identical content (cosine up to {best:.2f})",
+            )
+    return out

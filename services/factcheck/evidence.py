@@ -1,0 +1,156 @@
+"""Per-document evidence: everything about one passage that does not depend on the other passages.
+
+This is the unit of work a fact-check worker runs (one Celery task per document) and the unit cached
+by (model version, query hash, passage hash): the detectors' scores, the best strip's query coverage
+and the passage embedding the cluster detector compares. Set-level judgement (clusters, consensus)
+happens afterwards in :mod:`services.factcheck.classifier`, on the caller's side, in microseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from services.common.settings import FactCheckSettings
+from services.common.verdicts import Verdict
+from services.factcheck.detectors.injection import detect_injection
+from services.factcheck.detectors.query_copy import detect_query_copy
+from services.factcheck.detectors.source_trust import detect_untrusted
+from services.factcheck.detectors.stuffing import detect_stuffing
+from services.factcheck.text import sentences, terms
+from services.retrieval.embedder import Embedder
+
+if TYPE_CHECKING:
+    from services.factcheck.llm_judge import LlmJudge
+
+# Passages longer than this are judged on their first MAX_CHARS characters (chunks are ~220 words;
+# a longer text is a malformed or hostile input, and the detectors must stay fast).
+MAX_CHARS = 20_000
+# Version of the evidence recipe: part of every cache key, bump when a detector changes.
+EVIDENCE_VERSION = "evidence-1"
+
+
+class CheckInput(BaseModel):
+    """One ranked passage to judge (JSON-serialisable: it travels to Celery workers)."""
+
+    chunk_id: str
+    doc_id: str
+    text: str
+    title: str = ""
+    source: str = ""
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    rerank_logit: float | None = None
+    fused: float = 0.0
+
+
+class Evidence(BaseModel):
+    chunk_id: str
+    signals: dict[str, float]
+    notes: dict[str, str] = Field(default_factory=dict, description="Human-readable evidence per signal")
+    vector: list[float] = Field(default_factory=list)
+    # Left out of dumps when empty: without a judge, task results and cached evidence keep the exact
+    # shape they had before the judge existed (mixed-version workers and callers, old cache entries).
+    llm_verdict: Verdict | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The LLM judge's verdict; None when no judge ran or it gave no usable answer",
+    )
+    llm_reason: str = Field(default="", exclude_if=lambda v: not v)
+
+
+def passage_key(query: str, item: CheckInput, model_id: str) -> str:
+    """Cache key: (evidence recipe + embedder, query, passage with what the detectors read of it)."""
+    h = hashlib.sha256()
+    for part in (
+        EVIDENCE_VERSION,
+        model_id,
+        query,
+        item.title,
+        item.text,
+        item.source,
+        repr(sorted(item.metadata.items())),
+    ):
+        h.update(part.encode("utf-8", "replace"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def strip_coverage(query: str, title: str, text: str) -> tuple[float, str]:
+    """Best sentence strip's share of the query's distinct content terms (title terms count for every
+    strip: a paragraph often names its subject only in its title)."""
+    q = set(terms(query))
+    if not q:
+        return 1.0, ""
+    title_terms = set(terms(title))
+    best, best_strip = len(q & title_terms) / len(q), ""
+    strips = sentences(text)
+    for i, s in enumerate(strips):
+        window = set(terms(s)) | title_terms
+        if i + 1 < len(strips):  # a pair of sentences: the answer often follows its subject
+            window |= set(terms(strips[i + 1]))
+        cov = len(q & window) / len(q)
+        if cov > best:
+            best, best_strip = cov, s
+    return best, best_strip
+
+
+def gather_evidence(
+    query: str,
+    items: Sequence[CheckInput],
+    embedder: Embedder | None,
+    settings: FactCheckSettings,
+    judge: LlmJudge | None = None,
+) -> list[Evidence]:
+    """Evidence for each item, embedding all passages in one batched call; with a ``judge``, also its
+    verdict per passage (a few requests at a time; the passage is per-document, so it caches with the
+    rest — the caller puts the judge's id into the cache key)."""
+    # lone surrogates (bytes decoded with surrogateescape) would make the tokenizer raise
+    texts = [i.text[:MAX_CHARS].encode("utf-8", "replace").decode("utf-8") for i in items]
+    vectors = embedder.embed(texts) if embedder is not None and texts else np.zeros((len(items), 0))
+    llm = (
+        judge.judge_many(
+            query, [f"{i.title}\n\n{t}" if i.title else t for i, t in zip(items, texts, strict=True)]
+        )
+        if judge is not None
+        else [None] * len(items)
+    )
+    out = []
+    for item, text, vec, said in zip(items, texts, vectors, llm, strict=True):
+        inj = detect_injection(text)
+        copy = detect_query_copy(query, text)
+        stuff = detect_stuffing(query, text)
+        trust = detect_untrusted(item.source, item.metadata, settings.untrusted_sources)
+        cov, strip = strip_coverage(query, item.title, text)
+        signals = {
+            "injection": inj.score,
+            "query_copy": copy.score,
+            "stuffing": stuff.score,
+            "untrusted": trust.score,
+            "coverage": round(cov, 4),
+        }
+        notes = {
+            k: v
+            for k, v in {
+                "injection": inj.evidence,
+                "query_copy": copy.evidence,
+                "stuffing": stuff.evidence,
+                "untrusted": trust.evidence,
+                "coverage": strip[:200],
+            }.items()
+            if v
+        }
+        out.append(
+            Evidence(
+                chunk_id=item.chunk_id,
+                signals=signals,
+                notes=notes,
+                vector=[float(x) for x in vec],
+                llm_verdict=said.verdict if said is not None else None,
+                llm_reason=said.reason if said is not None else "",
+            )
+        )
+    return out

@@ -1,0 +1,58 @@
+"""Fixtures for integration tests that need a real Redis and real Celery workers (fact-check).
+
+The module-scoped pair serves the contract suite; tests that break things (stop Redis, kill a worker)
+start their own with the factories, so they never disturb each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.redis_server import CeleryWorker, RedisServer
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def celery_worker(
+    redis_server: RedisServer, models_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CeleryWorker]:
+    worker = CeleryWorker(redis_server, models_dir, tmp_path_factory.mktemp("worker")).start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture()
+def start_redis(tmp_path: Path) -> Iterator[Callable[[], RedisServer]]:
+    """Start a private redis-server (stopped at the end of the test)."""
+    servers: list[RedisServer] = []
+
+    def start() -> RedisServer:
+        servers.append(RedisServer(tmp_path / f"redis-{len(servers)}").start())
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture()
+def start_worker(tmp_path: Path, models_dir: Path) -> Iterator[Callable[..., CeleryWorker]]:
+    """Start a private ``rampart worker`` against a given server (stopped at the end of the test)."""
+    workers: list[CeleryWorker] = []
+
+    def start(server: RedisServer, concurrency: int = 1, **env: str) -> CeleryWorker:
+        workers.append(CeleryWorker(server, models_dir, tmp_path / "workers", concurrency, env).start())
+        return workers[-1]
+
+    yield start
+    for w in workers:
+        w.stop()

@@ -1,0 +1,76 @@
+"""The attack evaluation's arithmetic: shares, recall with and without fact-check, detection scores,
+and the Platt calibration fitted by ``rampart tune factcheck``."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.types import Chunk, ScoredChunk
+from services.common.verdicts import Verdict
+from services.evaluation.attack import Trace, detection_scores, summarize
+from services.evaluation.factcheck_tune import Case, fit_calibration
+
+pytestmark = pytest.mark.unit
+A, R = Verdict.ADVERSARIAL, Verdict.RELEVANT
+
+
+def test_summarize_counts_queries_not_documents() -> None:
+    traces = [
+        Trace(
+            True,
+            {"d1": 1},
+            topk=["poison-a-0", "d1"],
+            reranked=["poison-a-0", "d1"],
+            context=["d1"],
+            judged=[("poison-a-0", A), ("d1", R)],
+            factcheck_ms=10,
+        ),
+        Trace(
+            True,
+            {},
+            topk=["poison-b-0"],
+            reranked=["d2"],
+            context=["d2"],
+            judged=[("d2", R)],
+            factcheck_ms=30,
+        ),
+        Trace(
+            False,
+            {"d3": 1, "d4": 1},
+            topk=["d3", "d4"],
+            reranked=["d3", "d4"],
+            context=["d3"],
+            judged=[("d3", R), ("d4", A)],
+            factcheck_ms=20,
+        ),
+    ]
+    f = summarize(traces, k=10, m=5)
+    assert f["poison_in_topk"] == 1.0 and f["poison_in_reranked"] == 0.5 and f["poison_in_context"] == 0.0
+    assert f["clean_recall@10_without_factcheck"] == 1.0 and f["clean_recall@10_with_factcheck"] == 0.5
+    assert f["attacked_recall@10_with_factcheck"] == 1.0  # only attacked questions with qrels count
+    assert f["added_latency_ms_p50"] == 20
+    assert f["detection"]["adversarial"] == {"precision": 0.5, "recall": 1.0, "flagged_clean": 1}
+
+
+def test_detection_scores_empty() -> None:
+    assert detection_scores({})["corrupt"] == {"precision": 0.0, "recall": 0.0, "flagged_clean": 0}
+
+
+def _case(logits: list[float], relevant: set[int]) -> Case:
+    head = [
+        ScoredChunk(
+            chunk=Chunk(chunk_id=f"d{i}#0", doc_id=f"d{i}", tenant="t", ordinal=0, text="x"),
+            scores={"rerank": v},
+            fused=0.0,
+        )
+        for i, v in enumerate(logits)
+    ]
+    trace = Trace(False, {f"d{i}": 1 for i in relevant}, topk=[], reranked=[])
+    return Case("q", trace, head, [])
+
+
+def test_platt_calibration_orders_and_centres() -> None:
+    cases = [_case([4.0, 3.0, -2.0, -3.0, 0.5, -0.5], {0, 1, 4}), _case([2.0, -4.0, 1.0, -1.0], {0, 2, 3})]
+    a, _b = fit_calibration(cases)
+    assert a > 0  # higher logit, more likely relevant
+    assert fit_calibration([_case([1.0, 2.0], set())]) == (1.0, 0.0)  # one class only: identity
