@@ -41,6 +41,12 @@ def tune_factcheck(
     max_recall_loss: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Clean Recall@10 the defence may cost (0.01 = 1 point)")
     ] = 0.01,
+    max_attacked_recall_loss: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="Recall@10 of the attacked questions' genuine evidence it may cost"
+        ),
+    ] = 0.05,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every grid point here")] = None,
     k: Annotated[int, typer.Option(min=1, max=100, help="Recall@k and poison-in-top-k depth")] = 10,
 ) -> None:
@@ -94,7 +100,13 @@ def tune_factcheck(
         tuned = settings.model_copy(
             update={"factcheck": settings.factcheck.model_copy(update={"calibration": calibration})}
         )
-        best, rows = grid_search(cases, tuned, k=k, max_recall_loss=max_recall_loss)
+        best, rows = grid_search(
+            cases,
+            tuned,
+            k=k,
+            max_recall_loss=max_recall_loss,
+            max_attacked_recall_loss=max_attacked_recall_loss,
+        )
     except RampartError as exc:
         raise fail(exc) from exc
     rows.sort(key=lambda r: (r["poison_in_context"], r["clean_recall_loss"]))

@@ -169,7 +169,8 @@ class CelerySettings(BaseModel):
 
 
 class FactCheckSettings(BaseModel):
-    """Thresholds are tuned on dev data only (docs/factcheck.md says which and with what command)."""
+    """Thresholds are tuned on dev data only: `rampart tune factcheck` on PoisonedRAG's NQ attacks in
+    the NQ-open oracle passages + the train half of HotpotQA-500 (docs/factcheck.md, benchmarks.md)."""
 
     enabled: bool = Field(default=True, description="Judge the top results of every search")
     backend: Literal["inprocess", "celery", "none"] = Field(
@@ -196,10 +197,16 @@ class FactCheckSettings(BaseModel):
         default=0.5, ge=0.0, le=1.0, description="Keyword-stuffing score that is ADVERSARIAL"
     )
     duplicate_threshold: float = Field(
-        default=0.9,
+        default=0.84,
         ge=0.0,
         le=1.0,
         description="Embedding cosine linking passages of different documents into a near-duplicate cluster",
+    )
+    duplicate_join_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Cosine at which a passage joins an already-flagged cluster (hysteresis); null = off",
     )
     duplicate_min_docs: int = Field(
         default=3, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
@@ -217,7 +224,7 @@ class FactCheckSettings(BaseModel):
         description="Calibrated P(relevant) from the reranker logit below which a passage may be IRRELEVANT",
     )
     calibration: tuple[float, float] = Field(
-        default=(1.0, 0.0), description="Platt scaling (a, b): P(relevant) = sigmoid(a * logit + b)"
+        default=(0.9991, -2.4084), description="Platt scaling (a, b): P(relevant) = sigmoid(a * logit + b)"
     )
     coverage_threshold: float = Field(
         default=0.34,
@@ -226,7 +233,7 @@ class FactCheckSettings(BaseModel):
         description="Best strip's share of the query terms below which no strip addresses the query",
     )
     conflict_threshold: float = Field(
-        default=0.6, ge=0.0, le=1.0, description="Claim-conflict score between two passages that counts"
+        default=0.8, ge=0.0, le=1.0, description="Claim-conflict score between two passages that counts"
     )
     use_llm: bool = Field(
         default=True,

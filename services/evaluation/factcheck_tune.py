@@ -29,10 +29,12 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever
 
 GRID: dict[str, list[Any]] = {
-    "duplicate_threshold": [0.8, 0.82, 0.84, 0.86, 0.88, 0.9, 0.92],
+    "duplicate_threshold": [0.78, 0.82, 0.84, 0.86, 0.9],
     "duplicate_min_docs": [2, 3],
-    "coverage_threshold": [0.0, 0.2, 0.34, 0.5],
-    "relevance_threshold": [0.0, 0.02, 0.1, 0.3],
+    "duplicate_join_threshold": [None, 0.7, 0.8],
+    "conflict_threshold": [0.6, 0.8],
+    "coverage_threshold": [0.34, 0.5],
+    "relevance_threshold": [0.02, 0.1],
 }
 
 
@@ -129,10 +131,15 @@ def grid_search(
     *,
     k: int,
     max_recall_loss: float = 0.01,
+    max_attacked_recall_loss: float = 0.05,
     grid: dict[str, list[Any]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(best parameters, every grid point's figures)``; best = least poison in context among the points
-    within the recall budget, ties broken by the smaller recall loss."""
+    within both recall budgets, ties broken by the smaller clean recall loss.
+
+    The second budget is on the *attacked* questions' own evidence: a rule that removes the planted
+    passages together with the genuine ones on the same subject leaves a clean but empty context,
+    which is no defence for the user asking."""
     grid = grid or GRID
     rows = []
     names = list(grid)
@@ -146,10 +153,18 @@ def grid_search(
                 **params,
                 "poison_in_context": f["poison_in_context"],
                 "clean_recall_loss": round(loss, 4),
+                "attacked_recall_loss": round(
+                    f["attacked_recall@10_without_factcheck"] - f["attacked_recall@10_with_factcheck"], 4
+                ),
                 "corrupt_precision": f["detection"]["corrupt"]["precision"],
                 "corrupt_recall": f["detection"]["corrupt"]["recall"],
             }
         )
-    ok = [r for r in rows if r["clean_recall_loss"] <= max_recall_loss + 1e-9] or rows
+    ok = [
+        r
+        for r in rows
+        if r["clean_recall_loss"] <= max_recall_loss + 1e-9
+        and r["attacked_recall_loss"] <= max_attacked_recall_loss + 1e-9
+    ] or rows
     best = min(ok, key=lambda r: (r["poison_in_context"], r["clean_recall_loss"], -r["duplicate_threshold"]))
     return {n: best[n] for n in names}, rows

@@ -77,6 +77,7 @@ def decide(
             np.asarray(vectors, dtype=np.float32),
             threshold=settings.duplicate_threshold,
             min_docs=settings.duplicate_min_docs,
+            join_threshold=settings.duplicate_join_threshold,
         )
         if all(vectors)
         else [Signal.none()] * n

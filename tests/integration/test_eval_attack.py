@@ -81,12 +81,7 @@ def test_tune_factcheck_refuses_test_splits_and_prints_settings(env: dict[str, s
     run(env, "tune", "factcheck", "--set", f"{data}::{attacks}", "--json", str(out_json))
     report = json.loads(out_json.read_text())
     assert {"duplicate_threshold", "duplicate_min_docs", "calibration"} <= set(report["best"])
-    assert len(report["grid"]) > 100
+    assert len(report["grid"]) >= 100
     best = report["best"]
-    chosen = next(
-        g
-        for g in report["grid"]
-        if all(g[k] == best[k] for k in ("duplicate_threshold", "duplicate_min_docs", "coverage_threshold"))
-        and g["relevance_threshold"] == best["relevance_threshold"]
-    )
+    chosen = next(g for g in report["grid"] if all(g[k] == v for k, v in best.items() if k != "calibration"))
     assert chosen["clean_recall_loss"] <= 0.01 and chosen["poison_in_context"] == 0.0

@@ -123,11 +123,14 @@ def test_consensus_outvotes_the_odd_one() -> None:
         item("b", "Laleli Mosque in Fatih was built between 1760 and 1763 for Sultan Mustafa III."),
         item("c", "Laleli Mosque in Fatih was built between 1901 and 1903 for Sultan Mustafa III."),
     ]
-    out = judge(items)
+    no_clusters = FactCheckSettings(
+        duplicate_threshold=1.0, duplicate_join_threshold=None, conflict_threshold=0.6
+    )
+    out = judge(items, no_clusters)  # the toy embedder sees three near-duplicates; this is about claims
     assert [j.verdict for j in out] == [Verdict.RELEVANT, Verdict.RELEVANT, Verdict.COUNTERFACTUAL]
     assert "1901" in out[2].reason
     # two passages disagreeing and nobody else: disputed, neither is thrown out
-    assert [j.verdict for j in judge(items[1:])] == [Verdict.RELEVANT, Verdict.RELEVANT]
+    assert [j.verdict for j in judge(items[1:], no_clusters)] == [Verdict.RELEVANT, Verdict.RELEVANT]
 
 
 def test_relevance_probability() -> None:

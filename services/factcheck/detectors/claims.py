@@ -46,11 +46,17 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / min(len(a), len(b)) if a and b else 0.0
 
 
-def claim_conflict(a: list[Claim], b: list[Claim], *, align: float = 0.6) -> Signal:
-    """Strongest conflict between any aligned sentence pair of ``a`` and ``b`` (0 when none align)."""
+def claim_conflict(a: list[Claim], b: list[Claim], *, align: float = 0.6, min_shared: int = 4) -> Signal:
+    """Strongest conflict between any aligned sentence pair of ``a`` and ``b`` (0 when none align).
+
+    Aligned = at least ``min_shared`` content terms in common *and* ``align`` of the shorter
+    sentence's terms: short sentences about different subjects ("born in 1950" / "born in 1962")
+    must not count as the same claim."""
     best, why = 0.0, ""
     for ca in a:
         for cb in b:
+            if len(ca.terms & cb.terms) < min_shared:
+                continue
             ov = _overlap(ca.terms, cb.terms)
             if ov < align:
                 continue

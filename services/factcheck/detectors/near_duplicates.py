@@ -31,9 +31,20 @@ def peer_similarity(doc_ids: Sequence[str], vectors: np.ndarray) -> list[float]:
 
 
 def duplicate_clusters(
-    doc_ids: Sequence[str], vectors: np.ndarray, *, threshold: float, min_docs: int
+    doc_ids: Sequence[str],
+    vectors: np.ndarray,
+    *,
+    threshold: float,
+    min_docs: int,
+    join_threshold: float | None = None,
 ) -> list[Signal]:
-    """One signal per passage: score = the highest cosine that tied it into a flagged cluster."""
+    """One signal per passage: score = the highest cosine that tied it into a flagged cluster.
+
+    ``join_threshold`` (below ``threshold``) adds hysteresis: once a cluster is flagged, a passage of
+    another document at least that close to one of its members joins it (one step, no chaining).
+    Planted paraphrases are not equally close to each other; the loosest of them would otherwise
+    stay behind and carry the false claim alone.
+    """
     n = len(doc_ids)
     if n == 0:
         return []
@@ -57,6 +68,7 @@ def duplicate_clusters(
     for i in range(n):
         groups.setdefault(find(i), []).append(i)
     out = [Signal.none() for _ in range(n)]
+    flagged: list[int] = []
     for members in groups.values():
         docs = {doc_ids[i] for i in members}
         if len(docs) < min_docs:
@@ -68,4 +80,19 @@ def duplicate_clusters(
                 round(min(1.0, max(0.0, best)), 4),
                 f"one of {len(docs)} documents with near-identical content (cosine up to {best:.2f})",
             )
+            flagged.append(i)
+    if join_threshold is not None and flagged:
+        core = set(flagged)
+        for i in range(n):
+            if i in core:
+                continue
+            links = [(float(sim[i, j]), j) for j in core if doc_ids[j] != doc_ids[i]]
+            if not links:
+                continue
+            best, _ = max(links)
+            if best >= join_threshold:
+                out[i] = Signal(
+                    round(min(1.0, best), 4),
+                    f"close to a cluster of near-identical documents (cosine {best:.2f} to one of them)",
+                )
     return out
