@@ -154,6 +154,9 @@ class Chunk(BaseModel):
     text: str
     source: str = ""
     version: int = 1
+    trust: str = Field(
+        default="", description="The document's metadata 'trust' (e.g. untrusted), for fact-check"
+    )
 
     @property
     def indexed_text(self) -> str:

@@ -52,6 +52,7 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         text=c.text,
         title=c.title,
         source=c.source,
+        metadata={"trust": c.trust} if c.trust else {},
         rerank_logit=hit.scores.get("rerank"),
         fused=hit.fused,
     )

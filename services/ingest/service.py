@@ -219,7 +219,9 @@ class IngestService:
         batch: list[DocumentWrite] = []
         for _, doc, chunks, digest in writes:
             filled = []
+            trust = str(doc.metadata.get("trust", ""))[:64]  # the fact-check's source-trust signal
             for c in chunks:
+                c = c.model_copy(update={"trust": trust}) if trust else c
                 filled.append(ChunkWrite(c, self.index.token_length(c.indexed_text), vectors[row]))
                 row += 1
             batch.append(
