@@ -31,7 +31,7 @@ class DefaultSubcommand(TyperGroup):
 
 eval_app = typer.Typer(
     cls=DefaultSubcommand,
-    help="Quality figures: `rampart eval DATA_DIR` (retrieval, the default) and `rampart eval attack`.",
+    help="Quality figures: `rampart eval DATA_DIR` (retrieval, the default), `rampart eval attack` and `rampart eval claims`.",
     no_args_is_help=True,
 )
 
@@ -149,6 +149,71 @@ def attack(
     out.print(table)
     if figures["degraded_queries"]:
         console.print(f"[yellow]{figures['degraded_queries']} queries ran degraded[/yellow]")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_out}")
+
+
+@eval_app.command("claims")
+def claims(
+    claims_dir: Annotated[
+        Path, typer.Argument(help="The scifact_claims folder: claims_<split>.jsonl and corpus.jsonl")
+    ],
+    split: Annotated[str, typer.Option(help="train or dev (test labels are not public)")] = "dev",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """Judge each claim's cited (and evidence) abstracts with the configured fact-checker, one check
+    per claim, and report the confusion of gold SUPPORT / CONTRADICT / NEI against the verdicts, the
+    precision/recall of RELEVANT (SUPPORT) and COUNTERFACTUAL (CONTRADICT) and the latency per check."""
+    from services.evaluation.claims import CONTRADICT, GOLD_CLASSES, NEI, SUPPORT, load_claims, run_claims
+    from services.factcheck.checker import build_fact_checker
+    from services.retrieval.embedder import build_embedder
+
+    settings = load_settings()
+    try:
+        cases = load_claims(resolve_dataset(claims_dir, settings), split)
+        checker = build_fact_checker(settings, build_embedder(settings))
+        if checker is None:
+            raise typer.BadParameter("factcheck.backend is none; nothing to measure")
+        try:
+            with progress_bar() as bar:
+                figures = run_claims(cases, checker, deadline_s=60.0, progress=task_updater(bar))
+        finally:
+            checker.close()
+    except RampartError as exc:
+        raise fail(exc) from exc
+    report: dict[str, Any] = {
+        "command": "rampart " + " ".join(sys.argv[1:]),
+        "claims_dir": str(claims_dir),
+        "split": split,
+        "fact_checker": checker.model_id,
+        "factcheck": settings.factcheck.model_dump(mode="json", exclude={"celery"}),
+        **figures,
+    }
+    matrix = Table(title=f"claims: {claims_dir.name} {split} ({figures['claims']} claims, gold × verdict)")
+    matrix.add_column("gold")
+    verdicts = list(figures["confusion"][SUPPORT])
+    for v in verdicts:
+        matrix.add_column(v, justify="right")
+    matrix.add_column("total", justify="right")
+    for g in GOLD_CLASSES:
+        row = figures["confusion"][g]
+        matrix.add_row(g, *(str(row[v]) for v in verdicts), str(figures["gold_counts"][g]))
+    out.print(matrix)
+    table = Table(title="fact-check on claims")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, gold in (("relevant", SUPPORT), ("counterfactual", CONTRADICT)):
+        d = figures[name]
+        table.add_row(f"{name} precision", f"{d['precision']} ({d['true_positives']}/{d['predicted']})")
+        table.add_row(f"{name} recall ({gold})", f"{d['recall']} ({d['true_positives']}/{d['positives']})")
+    for key in ("checks", "documents_scored", "skipped_ties", "latency_ms_p50", "latency_ms_p95"):
+        table.add_row(key, str(figures[key]))
+    table.add_row(f"{NEI} documents (confusion only)", str(figures["gold_counts"][NEI]))
+    out.print(table)
+    if figures["degraded_checks"]:
+        console.print(f"[yellow]{figures['degraded_checks']} checks ran unverified (not scored)[/yellow]")
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
