@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +19,7 @@ from services.cli.ui import (
     resolve_dataset,
     split_csv,
     task_updater,
+    write_json_report,
 )
 from services.common.errors import RampartError
 
@@ -53,9 +53,8 @@ def bench_search(
         table.add_row(key, f"{value:g}")
     out.print(table)
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         record = {"dataset": dataset.name, "command": "rampart " + " ".join(sys.argv[1:]), "figures": figures}
-        json_out.write_text(json.dumps(record, indent=2))
+        write_json_report(json_out, record)
 
 
 @bench_app.command("rerank")
@@ -153,14 +152,13 @@ def bench_rerank(
             f"triton/{local} throughput at batch {r['batch']}, concurrency {r['concurrency']}: {r['ratio']}"
         )
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "command": "rampart " + " ".join(sys.argv[1:]),
             "model": manifest.get("model_id"),
             "rows": rows,
             "ratios": ratio_rows,
         }
-        json_out.write_text(json.dumps(record, indent=2))
+        write_json_report(json_out, record)
 
 
 @bench_app.command("factcheck")
@@ -254,9 +252,8 @@ def bench_factcheck(
                 f"back unverified ({'; '.join(r['unverified_reasons'])}): that row times failures[/yellow]"
             )
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         command = invocation(ctx)
         if redis_url:  # the URL may carry a password
             command = command.replace(redis_url, redact_url(redis_url))
         record = {"command": command, **record}
-        json_out.write_text(json.dumps(record, indent=2))
+        write_json_report(json_out, record)

@@ -4,7 +4,6 @@ measures corruption resistance."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,7 +13,16 @@ from rich.table import Table
 from typer import _click  # typer 0.29 vendors click; its Context is this one
 from typer.core import TyperGroup
 
-from services.cli.ui import console, fail, load_settings, out, progress_bar, resolve_dataset, task_updater
+from services.cli.ui import (
+    console,
+    fail,
+    load_settings,
+    out,
+    progress_bar,
+    resolve_dataset,
+    task_updater,
+    write_json_report,
+)
 from services.common.errors import RampartError
 
 
@@ -150,9 +158,7 @@ def attack(
     if figures["degraded_queries"]:
         console.print(f"[yellow]{figures['degraded_queries']} queries ran degraded[/yellow]")
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_out}")
+        write_json_report(json_out, report)
 
 
 @eval_app.command("claims")
@@ -215,6 +221,4 @@ def claims(
     if figures["degraded_checks"]:
         console.print(f"[yellow]{figures['degraded_checks']} checks ran unverified (not scored)[/yellow]")
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_out}")
+        write_json_report(json_out, report)

@@ -11,7 +11,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from services.cli.ui import console, fail, load_settings, out, progress_bar, resolve_dataset, task_updater
+from services.cli.ui import (
+    console,
+    fail,
+    load_settings,
+    out,
+    progress_bar,
+    resolve_dataset,
+    task_updater,
+    write_json_report,
+)
 from services.common.errors import RampartError, invalid
 
 tune_app = typer.Typer(help="Tune settings on dev data.", no_args_is_help=True)
@@ -120,7 +129,5 @@ def tune_factcheck(
     console.print("settings to use (RAMPART_FACTCHECK__<NAME>):")
     out.print(json.dumps(chosen, indent=2))
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         report = {"command": "rampart " + " ".join(sys.argv[1:]), "best": chosen, "grid": rows}
-        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_out}")
+        write_json_report(json_out, report)

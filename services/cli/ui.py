@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -81,3 +83,10 @@ def invocation(ctx: typer.Context) -> str:
         else:
             parts += [param.opts[0], str(value)]
     return " ".join(parts)
+
+
+def write_json_report(path: Path, record: dict[str, Any]) -> None:
+    """Write a command's figures as indented JSON (parents created) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote {path}")

@@ -9,7 +9,6 @@ in the terminal reaches the caller only: the caller decides when to stop it, and
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import redis
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
+from services.common.processes import stop_process_group
 
 INSTALL_HINT = "apt-get install redis-server (`make system-deps` does it)"
 
@@ -32,23 +32,6 @@ def redis_server_binary() -> Path | None:
         return Path(found)
     debian = Path("/usr/bin/redis-server")  # PATH may be minimal under sudo or cron
     return debian if debian.exists() else None
-
-
-def stop_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, wait_s: float = 5.0) -> None:
-    """Send ``sig`` to ``proc`` (a session leader: a Celery worker then stops its own children); if it
-    outlives ``wait_s``, SIGKILL its whole group, and SIGKILL whatever it left behind in the group."""
-    if proc.poll() is None:
-        try:
-            proc.send_signal(sig)
-            proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # children the leader left behind
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class RedisServer:
@@ -120,11 +103,9 @@ class RedisServer:
         try:
             end = time.monotonic() + timeout_s
             while True:
-                try:
+                with contextlib.suppress(redis.RedisError):  # not listening yet
                     if client.ping():
                         return
-                except redis.RedisError:
-                    pass
                 if self.proc.poll() is not None or time.monotonic() > end:
                     raise RampartError(
                         ErrorCode.UNAVAILABLE,

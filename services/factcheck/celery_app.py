@@ -33,9 +33,9 @@ from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import CelerySettings, RampartSettings
 from services.factcheck.evidence import (
     EVIDENCE_VERSION,
-    MAX_CHARS,
     CheckInput,
     Evidence,
+    bounded_text,
     gather_evidence,
     passage_key,
 )
@@ -91,11 +91,9 @@ def redis_client(url: str, settings: CelerySettings) -> redis.Redis:
 
 
 def bounded(item: CheckInput) -> CheckInput:
-    """``item`` as a task carries it: the text cut to what evidence reads (its first ``MAX_CHARS``
-    characters, so the evidence is unchanged) and made encodable (lone surrogates from bytes decoded
-    with ``surrogateescape`` become U+FFFD; the tokenizer rejects them)."""
-    text = item.text[:MAX_CHARS].encode("utf-8", "replace").decode("utf-8")
-    title = item.title[:MAX_CHARS].encode("utf-8", "replace").decode("utf-8")
+    """``item`` as a task carries it: text and title as evidence reads them (:func:`bounded_text`),
+    so the evidence is unchanged and the message small."""
+    text, title = bounded_text(item.text), bounded_text(item.title)
     if text == item.text and title == item.title:
         return item
     return item.model_copy(update={"text": text, "title": title})

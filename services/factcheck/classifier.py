@@ -33,7 +33,7 @@ from services.common.settings import FactCheckSettings
 from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
-from services.factcheck.detectors.near_duplicates import duplicate_clusters, peer_similarity
+from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters, peer_similarity
 from services.factcheck.evidence import CheckInput, Evidence
 
 # (a, b) -> conflict score in [0, 1] for two passages; the trained contradiction model plugs in here.
@@ -71,18 +71,20 @@ def decide(
     if n == 0:
         return []
     vectors = [e.vector for e in evidence]
+    doc_ids = [i.doc_id for i in items]
+    sim = cosine_matrix(np.asarray(vectors, dtype=np.float32)) if all(vectors) else None
     clusters = (
         duplicate_clusters(
-            [i.doc_id for i in items],
-            np.asarray(vectors, dtype=np.float32),
+            doc_ids,
+            sim,
             threshold=settings.duplicate_threshold,
             min_docs=settings.duplicate_min_docs,
             join_threshold=settings.duplicate_join_threshold,
         )
-        if all(vectors)
+        if sim is not None
         else [Signal.none()] * n
     )
-    peers = peer_similarity([i.doc_id for i in items], np.asarray(vectors)) if all(vectors) else [0.0] * n
+    peers = peer_similarity(doc_ids, sim) if sim is not None else [0.0] * n
     verdicts: list[tuple[Verdict, float, str] | None] = [None] * n
     llm_relevant: set[int] = set()  # judged RELEVANT by the LLM: a consensus peer, never outvoted
     for k, (item, ev) in enumerate(zip(items, evidence, strict=True)):

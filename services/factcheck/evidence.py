@@ -62,6 +62,12 @@ class Evidence(BaseModel):
     llm_reason: str = Field(default="", exclude_if=lambda v: not v)
 
 
+def bounded_text(text: str) -> str:
+    """What the detectors read of a text: its first ``MAX_CHARS`` characters, made encodable (lone
+    surrogates from bytes decoded with ``surrogateescape`` become U+FFFD; the tokenizer rejects them)."""
+    return text[:MAX_CHARS].encode("utf-8", "replace").decode("utf-8")
+
+
 def passage_key(query: str, item: CheckInput, model_id: str) -> str:
     """Cache key: (evidence recipe + embedder, query, passage with what the detectors read of it)."""
     h = hashlib.sha256()
@@ -108,8 +114,7 @@ def gather_evidence(
     """Evidence for each item, embedding all passages in one batched call; with a ``judge``, also its
     verdict per passage (a few requests at a time; the passage is per-document, so it caches with the
     rest — the caller puts the judge's id into the cache key)."""
-    # lone surrogates (bytes decoded with surrogateescape) would make the tokenizer raise
-    texts = [i.text[:MAX_CHARS].encode("utf-8", "replace").decode("utf-8") for i in items]
+    texts = [bounded_text(i.text) for i in items]
     vectors = embedder.embed(texts) if embedder is not None and texts else np.zeros((len(items), 0))
     llm = (
         judge.judge_many(

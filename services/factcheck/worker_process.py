@@ -22,7 +22,7 @@ from celery import Celery
 
 import services
 from services.common.errors import ErrorCode, RampartError
-from services.common.redis_server import stop_process_group
+from services.common.processes import stop_process_group
 
 # What the worker logs once per pool process when its model is loaded (celery_app.WorkerState).
 LOADED = "loaded embedder"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import ErrorCode, RampartError
+from services.factcheck.text import STOP_WORDS
 
 TRAIN_SPLITS = ("train", "dev")
 SYNTHETIC_KINDS = ("number", "negation", "entity")
@@ -395,70 +396,10 @@ _HEADINGS = frozenset(
         "SUMMARY",
     ]
 )
-_CAPITALISED_STOP = frozenset(
-    [
-        "about",
-        "after",
-        "all",
-        "also",
-        "although",
-        "among",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "because",
-        "before",
-        "between",
-        "both",
-        "but",
-        "by",
-        "during",
-        "each",
-        "for",
-        "from",
-        "here",
-        "however",
-        "in",
-        "into",
-        "it",
-        "its",
-        "most",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "under",
-        "upon",
-        "using",
-        "was",
-        "we",
-        "were",
-        "when",
-        "where",
-        "whereas",
-        "which",
-        "while",
-        "with",
-        "within",
-    ]
+# Function words that open sentences ("Although", "However") are never entities: the fact-check's
+# stop words plus the connectives it does not need.
+_CAPITALISED_STOP = STOP_WORDS | frozenset(
+    ["although", "among", "however", "upon", "using", "whereas", "within"]
 )
 
 

@@ -27,6 +27,7 @@ from types import TracebackType
 import httpx
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.processes import stop_process_group
 
 
 def _is_ready(url: str) -> bool:
@@ -204,14 +205,8 @@ class TritonServer:
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (tritonserver ignores SIGINT in the background), then SIGKILL the group."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        if proc is not None:
+            stop_process_group(proc, signal.SIGTERM, timeout)
 
     def __enter__(self) -> TritonServer:
         return self.start()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import httpx
 import pytest
 
 from services.common.net import free_port
+from services.common.processes import stop_process_group
 
 
 def smollm2_gguf() -> Path:
@@ -95,15 +95,5 @@ class LlamaServer:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
-        with contextlib.suppress(ProcessLookupError):  # anything it left behind
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc is not None:
+            stop_process_group(proc, signal.SIGTERM, 10)

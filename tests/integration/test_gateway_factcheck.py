@@ -12,13 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.common.settings import FactCheckSettings, RampartSettings
-from services.common.types import Principal
-from services.gateway.api_keys import ApiKeyStore
-from services.gateway.app import create_app
 from services.orchestrator.runtime import Runtime
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from tests.integration.test_gateway import auth, ingest, search
+from tests.integration.test_gateway_rerank import client_for
 
 pytestmark = pytest.mark.integration
 
@@ -47,15 +45,7 @@ WIKI = [
 
 
 def make_client(runtime: Runtime, tmp_path: Path) -> tuple[TestClient, dict[str, str]]:
-    keys = ApiKeyStore(tmp_path / "keys.json")
-    made = {
-        "writer": keys.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
-        "alice": keys.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
-        "bob": keys.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
-    }
-    client = TestClient(create_app(runtime, keys))
-    assert ingest(client, made["writer"], WIKI).status_code == 200
-    return client, made
+    return client_for(runtime, tmp_path, WIKI)
 
 
 @pytest.fixture()

@@ -22,7 +22,10 @@ from tests.integration.test_gateway import HANDBOOK, ingest, search
 pytestmark = pytest.mark.integration
 
 
-def client_for(runtime: Runtime, tmp_path: Path) -> tuple[TestClient, dict[str, str]]:
+def client_for(
+    runtime: Runtime, tmp_path: Path, docs: list[dict[str, Any]] = HANDBOOK
+) -> tuple[TestClient, dict[str, str]]:
+    """A gateway over ``runtime`` with writer/alice(eng)/bob(hr) keys and ``docs`` ingested."""
     keys = ApiKeyStore(tmp_path / "keys.json")
     made = {
         "writer": keys.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
@@ -30,7 +33,7 @@ def client_for(runtime: Runtime, tmp_path: Path) -> tuple[TestClient, dict[str, 
         "bob": keys.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
     }
     client = TestClient(create_app(runtime, keys))
-    assert ingest(client, made["writer"], HANDBOOK).status_code == 200
+    assert ingest(client, made["writer"], docs).status_code == 200
     return client, made
 
 

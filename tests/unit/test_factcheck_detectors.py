@@ -7,7 +7,7 @@ import pytest
 
 from services.factcheck.detectors.claims import claim_conflict, extract_claims
 from services.factcheck.detectors.injection import detect_injection
-from services.factcheck.detectors.near_duplicates import duplicate_clusters
+from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters
 from services.factcheck.detectors.query_copy import detect_query_copy, longest_common_run
 from services.factcheck.detectors.source_trust import detect_untrusted
 from services.factcheck.detectors.stuffing import detect_stuffing
@@ -82,11 +82,11 @@ def test_near_duplicate_clusters_need_distinct_documents() -> None:
     base = np.array([1.0, 0.0, 0.0])
     close = [base + np.array([0, 0.05 * i, 0]) for i in range(3)]
     vecs = np.stack([*close, np.array([0.0, 0.0, 1.0])])
-    sig = duplicate_clusters(["a", "b", "c", "d"], vecs, threshold=0.95, min_docs=3)
+    sig = duplicate_clusters(["a", "b", "c", "d"], cosine_matrix(vecs), threshold=0.95, min_docs=3)
     assert [s.score > 0 for s in sig] == [True, True, True, False]
-    same_doc = duplicate_clusters(["a", "a", "a", "d"], vecs, threshold=0.95, min_docs=3)
+    same_doc = duplicate_clusters(["a", "a", "a", "d"], cosine_matrix(vecs), threshold=0.95, min_docs=3)
     assert all(s.score == 0 for s in same_doc)
-    assert duplicate_clusters([], np.zeros((0, 3)), threshold=0.9, min_docs=3) == []
+    assert duplicate_clusters([], cosine_matrix(np.zeros((0, 3))), threshold=0.9, min_docs=3) == []
 
 
 def test_claim_conflict_on_numbers_and_negation() -> None:

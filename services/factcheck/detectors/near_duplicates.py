@@ -16,23 +16,28 @@ import numpy as np
 from services.factcheck.detectors import Signal
 
 
-def peer_similarity(doc_ids: Sequence[str], vectors: np.ndarray) -> list[float]:
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """Pairwise cosine of the passages' embeddings, computed once per judged set."""
+    v = np.asarray(vectors, dtype=np.float32)
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    sim: np.ndarray = v @ v.T
+    return sim
+
+
+def peer_similarity(doc_ids: Sequence[str], sim: np.ndarray) -> list[float]:
     """Each passage's highest cosine to a passage of another document (0 when alone): recorded with
     every verdict so thresholds can be audited and tuned."""
     n = len(doc_ids)
     if n < 2:
         return [0.0] * n
-    v = np.asarray(vectors, dtype=np.float32)
-    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-    sim = v @ v.T
-    same = np.array([[a == b for b in doc_ids] for a in doc_ids])
-    sim[same] = -1.0
-    return [round(max(0.0, float(x)), 4) for x in sim.max(axis=1)]
+    other = np.array([[a != b for b in doc_ids] for a in doc_ids])
+    masked = np.where(other, sim, -1.0)
+    return [round(max(0.0, float(x)), 4) for x in masked.max(axis=1)]
 
 
 def duplicate_clusters(
     doc_ids: Sequence[str],
-    vectors: np.ndarray,
+    sim: np.ndarray,
     *,
     threshold: float,
     min_docs: int,
@@ -48,10 +53,6 @@ def duplicate_clusters(
     n = len(doc_ids)
     if n == 0:
         return []
-    v = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    v = v / np.maximum(norms, 1e-12)
-    sim = v @ v.T
     parent = list(range(n))
 
     def find(i: int) -> int:

@@ -1,0 +1,28 @@
+"""Stopping the servers Rampart starts itself (redis-server, Celery workers, tritonserver, test servers).
+
+Each is started with ``start_new_session=True``, so its pid is also its process group: one helper
+stops any of them the same way and never leaves a child behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, wait_s: float = 5.0) -> None:
+    """Send ``sig`` to ``proc`` (a session leader: a Celery worker then stops its own children); if it
+    outlives ``wait_s``, SIGKILL its whole group, and SIGKILL whatever it left behind in the group."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            try:
+                proc.send_signal(sig)
+                proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # children the leader left behind
+        os.killpg(proc.pid, signal.SIGKILL)
