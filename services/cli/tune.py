@@ -63,7 +63,7 @@ def tune_factcheck(
     probability) and fit the reranker calibration, on dev attack sets; prints the settings to use."""
     from services.evaluation.attack import attack_queries, load_attacks, poisoned_index
     from services.evaluation.beir import available_splits, load_beir
-    from services.evaluation.factcheck_tune import collect_cases, fit_calibration, grid_search
+    from services.evaluation.factcheck_tune import GRID, collect_cases, fit_calibration, grid_search
     from services.evaluation.splits import select_queries
     from services.rerank.reranker import build_reranker
     from services.rerank.score_cache import ScoreCache
@@ -72,6 +72,11 @@ def tune_factcheck(
     from services.retrieval.hybrid import HybridRetriever
 
     settings = load_settings()
+    # evidence is gathered once for the widest context window the grid tries
+    widest = max([settings.factcheck.context_depth, *GRID["context_depth"]])
+    wide = settings.model_copy(
+        update={"factcheck": settings.factcheck.model_copy(update={"context_depth": widest})}
+    )
     try:
         embedder = build_embedder(settings)
         reranker = build_reranker(settings) if settings.rerank.enabled else None
@@ -101,11 +106,11 @@ def tune_factcheck(
                         HybridRetriever(index, embedder),
                         stage,
                         embedder,
-                        settings,
+                        wide,
                         k=k,
                         progress=progress,
                     )
-        calibration = fit_calibration(cases)
+        calibration = fit_calibration(cases, settings.factcheck.depth)
         tuned = settings.model_copy(
             update={"factcheck": settings.factcheck.model_copy(update={"calibration": calibration})}
         )

@@ -177,6 +177,13 @@ class FactCheckSettings(BaseModel):
         default="inprocess", description="inprocess: thread pool; celery: Redis-backed workers"
     )
     depth: int = Field(default=10, ge=1, le=100, description="Top-M results judged (HAC: M = 5)")
+    context_depth: int = Field(
+        default=30,
+        ge=0,
+        le=100,
+        description="Results down to this rank are read (not judged) as peers for the near-duplicate "
+        "clusters: planted paraphrases ranked below the top-M still vouch for each other; <= depth = off",
+    )
     min_keep: int = Field(
         default=2,
         ge=0,
@@ -197,19 +204,14 @@ class FactCheckSettings(BaseModel):
         default=0.5, ge=0.0, le=1.0, description="Keyword-stuffing score that is ADVERSARIAL"
     )
     duplicate_threshold: float = Field(
-        default=0.84,
+        default=0.78,
         ge=0.0,
         le=1.0,
-        description="Embedding cosine linking passages of different documents into a near-duplicate cluster",
-    )
-    duplicate_join_threshold: float | None = Field(
-        default=None,
-        ge=0.0,
-        le=1.0,
-        description="Cosine at which a passage joins an already-flagged cluster (hysteresis); null = off",
+        description="Embedding cosine within which passages of different documents are near-duplicates "
+        "(the DBSCAN radius of the cluster detector)",
     )
     duplicate_min_docs: int = Field(
-        default=3, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
+        default=4, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
     )
     untrusted_sources: list[str] = Field(
         default_factory=list, description="Glob patterns over a chunk's source marking it untrusted"
@@ -239,6 +241,16 @@ class FactCheckSettings(BaseModel):
         default=True,
         description="Judge each passage with the LLM at llm.base_url when one is set (detectors keep "
         "precedence for ADVERSARIAL; see docs/factcheck.md)",
+    )
+    use_contradiction_model: bool = Field(
+        default=True,
+        description="Load the trained claim/evidence contradiction classifier (SUPPORT / CONTRADICT / NEI, "
+        "`rampart train contradiction`; see docs/factcheck.md)",
+    )
+    contradiction_model_dir: Path | None = Field(
+        default=None,
+        description="Exported contradiction classifier (manifest.json, tokenizer.json, model.int8.onnx); "
+        "default <models_dir>/contradiction",
     )
     celery: CelerySettings = CelerySettings()
 
@@ -321,6 +333,9 @@ class RampartSettings(BaseSettings):
 
     def reranker_model_dir(self) -> Path:
         return self.rerank.model_dir or self.models_dir / "reranker"
+
+    def contradiction_model_dir(self) -> Path:
+        return self.factcheck.contradiction_model_dir or self.models_dir / "contradiction"
 
     def api_keys_path(self) -> Path:
         return self.gateway.api_keys_file or self.data_dir / "api-keys.json"

@@ -214,3 +214,6 @@ class ScoredChunk(BaseModel):
     ranks: dict[str, int | None] = Field(default_factory=dict)
     fused: float
     judgement: Judgement | None = Field(default=None, description="Fact-check verdict; null = not judged")
+    vector: list[float] | None = Field(
+        default=None, exclude=True, description="Stored embedding, when the search asked for it (internal)"
+    )

@@ -196,11 +196,13 @@ def attack_queries(
 def first_stages(
     q: Query, retriever: HybridRetriever, rerank: RerankStage, settings: RampartSettings, *, k: int
 ) -> tuple[Trace, list[ScoredChunk]]:
-    """Hybrid retrieval then rerank (same stage objects and options as SearchPipeline); the top-M
-    handed to fact-check is returned beside the trace."""
+    """Hybrid retrieval then rerank (same stage objects and options as SearchPipeline); what is
+    handed to fact-check (the top-M, then its context peers down to ``context_depth``) is returned
+    beside the trace."""
     m = settings.factcheck.depth
+    window = max(m, settings.factcheck.context_depth)
     depth = settings.rerank.depth if rerank.enabled else 0
-    params = SearchParams.from_settings(settings.fusion, top_k=max(k, m, depth))
+    params = replace(SearchParams.from_settings(settings.fusion, top_k=max(k, window, depth)), vectors=True)
     outcome = retriever.search(q.query, EVAL_PRINCIPAL, params)
     hits = outcome.hits
     topk = _docs(hits[:k])
@@ -209,9 +211,8 @@ def first_stages(
         r = rerank.apply(q.query, hits, depth=depth, mode=settings.rerank.mode, weight=settings.rerank.weight)
         hits = r.hits
         degraded += r.degraded
-    head = hits[:m]
-    trace = Trace(q.attacked, q.relevant, topk=topk, reranked=_docs(head), degraded=degraded)
-    return trace, head
+    trace = Trace(q.attacked, q.relevant, topk=topk, reranked=_docs(hits[:m]), degraded=degraded)
+    return trace, hits[:window]
 
 
 def apply_factcheck(
@@ -219,7 +220,12 @@ def apply_factcheck(
 ) -> Trace:
     f = settings.factcheck
     checked = factcheck.apply(
-        query, head, depth=len(head), min_keep=f.min_keep, deadline_s=f.deadline_ms / 1000
+        query,
+        head,
+        depth=f.depth,
+        min_keep=f.min_keep,
+        deadline_s=f.deadline_ms / 1000,
+        context_depth=f.context_depth,
     )
     judged = [(h.chunk.doc_id, h.judgement.verdict) for h in checked.hits if h.judgement is not None]
     judged += [(j.doc_id, j.verdict) for j in checked.filtered]

@@ -29,11 +29,12 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever
 
 GRID: dict[str, list[Any]] = {
-    "duplicate_threshold": [0.78, 0.82, 0.84, 0.86, 0.9],
-    "duplicate_min_docs": [2, 3],
-    "duplicate_join_threshold": [None, 0.7, 0.8],
-    "conflict_threshold": [0.6, 0.8],
-    "coverage_threshold": [0.34, 0.5],
+    "duplicate_threshold": [0.66, 0.7, 0.74, 0.78, 0.84],
+    "duplicate_min_docs": [3, 4, 5],
+    "context_depth": [10, 20, 30],
+    # grid 3 settled these (docs/benchmarks.md); grid 4 varies the cluster rule and one of them
+    "conflict_threshold": [0.8],
+    "coverage_threshold": [0.34],
     "relevance_threshold": [0.02, 0.1],
 }
 
@@ -55,8 +56,17 @@ class PrecomputedChecker:
         self.case = case
         self.settings = settings
 
-    def check(self, query: str, items: Sequence[CheckInput], *, deadline_s: float) -> CheckOutcome:
-        return CheckOutcome(decide(query, items, self.case.evidence[: len(items)], self.settings))
+    def check(
+        self,
+        query: str,
+        items: Sequence[CheckInput],
+        *,
+        deadline_s: float,
+        context: Sequence[CheckInput] = (),
+    ) -> CheckOutcome:
+        n, ev = len(items), self.case.evidence
+        peers = list(zip(context, ev[n : n + len(context)], strict=True))
+        return CheckOutcome(decide(query, items, ev[:n], self.settings, context=peers))
 
     def check_ready(self) -> None:
         return None
@@ -95,13 +105,14 @@ def evaluate_cases(cases: Sequence[Case], settings: RampartSettings, *, k: int) 
     return summarize(traces, k=k, m=settings.factcheck.depth)
 
 
-def fit_calibration(cases: Sequence[Case]) -> tuple[float, float]:
-    """Platt scaling of the reranker logit on the clean queries' judged chunks (relevant = in qrels)."""
+def fit_calibration(cases: Sequence[Case], depth: int) -> tuple[float, float]:
+    """Platt scaling of the reranker logit on the clean queries' judged chunks (the top ``depth``;
+    relevant = in qrels)."""
     xs, ys = [], []
     for c in cases:
         if c.trace.attacked:
             continue
-        for h in c.head:
+        for h in c.head[:depth]:
             logit = h.scores.get("rerank")
             if logit is not None:
                 xs.append(float(logit))

@@ -182,13 +182,23 @@ class CeleryFactChecker:
         return self._model_id
 
     # ---- check -----------------------------------------------------------------------------------
-    def check(self, query: str, items: Sequence[CheckInput], *, deadline_s: float) -> CheckOutcome:
-        items = check_items(query, items)
-        if not items:
+    def check(
+        self,
+        query: str,
+        items: Sequence[CheckInput],
+        *,
+        deadline_s: float,
+        context: Sequence[CheckInput] = (),
+    ) -> CheckOutcome:
+        # Context passages travel as ordinary evidence tasks (and share the cache): with an LLM judge
+        # configured on the workers they are judged too, and only the judged items' verdicts count.
+        everything = check_items(query, items, context)
+        n = len(items)
+        if not n:
             return CheckOutcome()
         deadline = time.monotonic() + max(0.0, deadline_s)
         fut: cf.Future[list[Evidence]] = self._pool.submit(
-            lambda f: self._exchange(f, query, items, deadline)
+            lambda f: self._exchange(f, query, everything, deadline)
         )
         try:
             evidence = fut.result(timeout=max(0.0, deadline - time.monotonic()) + GRACE_S)
@@ -202,7 +212,13 @@ class CeleryFactChecker:
         except Exception as exc:  # a bug or an unforeseen library error: degrade, with the trace logged
             log.error("celery fact-check failed", exc_info=exc)
             return CheckOutcome(unverified=True, reason=f"fact-check error ({type(exc).__name__})")
-        judgements: list[Judgement] = decide(query, items, evidence, self.settings)
+        judgements: list[Judgement] = decide(
+            query,
+            everything[:n],
+            evidence[:n],
+            self.settings,
+            context=list(zip(everything[n:], evidence[n:], strict=True)),
+        )
         return CheckOutcome(judgements)
 
     def _exchange(

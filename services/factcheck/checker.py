@@ -38,9 +38,17 @@ class FactChecker(Protocol):
         contradiction model)."""
         ...
 
-    def check(self, query: str, items: Sequence[CheckInput], *, deadline_s: float) -> CheckOutcome:
+    def check(
+        self,
+        query: str,
+        items: Sequence[CheckInput],
+        *,
+        deadline_s: float,
+        context: Sequence[CheckInput] = (),
+    ) -> CheckOutcome:
         """Judge ``items`` for ``query`` within ``deadline_s`` seconds; never raises for a slow or
-        absent backend (returns ``unverified`` instead), raises ``RampartError`` for bad input."""
+        absent backend (returns ``unverified`` instead), raises ``RampartError`` for bad input.
+        ``context``: passages ranked below ``items``, read as near-duplicate peers, not judged."""
         ...
 
     def check_ready(self) -> None:

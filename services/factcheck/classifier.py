@@ -3,7 +3,8 @@
 Order of the rules (first match wins), each with the reason a human reads:
 
 1. **ADVERSARIAL** — text addressed to a model, the query pasted in, keyword stuffing, or one of a
-   near-duplicate cluster of documents (TrustRAG). Untrusted sources face lower thresholds
+   near-duplicate cluster of documents (TrustRAG; the results ranked just below the judged ones count as
+   peers of the cluster, see ``context``). Untrusted sources face lower thresholds
    (``untrusted_factor``): the same text is more suspicious where anyone can write.
 2. **IRRELEVANT** — the calibrated reranker probability is below ``relevance_threshold`` *and* no
    sentence strip covers the query's terms (``coverage_threshold``). Both must agree: the reranker
@@ -66,25 +67,25 @@ def decide(
     evidence: Sequence[Evidence],
     settings: FactCheckSettings,
     conflict: ConflictFn = heuristic_conflict,
+    *,
+    context: Sequence[tuple[CheckInput, Evidence]] = (),
 ) -> list[Judgement]:
+    """Verdicts for ``items``; ``context`` (the results ranked just below them) joins only the
+    near-duplicate clustering, as peers that may vouch for a group but get no verdict here."""
     n = len(items)
     if n == 0:
         return []
-    vectors = [e.vector for e in evidence]
-    doc_ids = [i.doc_id for i in items]
+    vectors = [e.vector for e in evidence] + [e.vector for _, e in context]
+    doc_ids = [i.doc_id for i in items] + [i.doc_id for i, _ in context]
     sim = cosine_matrix(np.asarray(vectors, dtype=np.float32)) if all(vectors) else None
     clusters = (
         duplicate_clusters(
-            doc_ids,
-            sim,
-            threshold=settings.duplicate_threshold,
-            min_docs=settings.duplicate_min_docs,
-            join_threshold=settings.duplicate_join_threshold,
-        )
+            doc_ids, sim, threshold=settings.duplicate_threshold, min_docs=settings.duplicate_min_docs
+        )[:n]
         if sim is not None
         else [Signal.none()] * n
     )
-    peers = peer_similarity(doc_ids, sim) if sim is not None else [0.0] * n
+    peers = peer_similarity(doc_ids, sim)[:n] if sim is not None else [0.0] * n
     verdicts: list[tuple[Verdict, float, str] | None] = [None] * n
     llm_relevant: set[int] = set()  # judged RELEVANT by the LLM: a consensus peer, never outvoted
     for k, (item, ev) in enumerate(zip(items, evidence, strict=True)):

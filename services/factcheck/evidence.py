@@ -45,6 +45,11 @@ class CheckInput(BaseModel):
     metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
     rerank_logit: float | None = None
     fused: float = 0.0
+    vector: list[float] | None = Field(
+        default=None,
+        description="The passage's stored embedding (from the index); when every passage of a check has "
+        "one, the near-duplicate clustering uses them and nothing is embedded again",
+    )
 
 
 class Evidence(BaseModel):
@@ -82,6 +87,8 @@ def passage_key(query: str, item: CheckInput, model_id: str) -> str:
     ):
         h.update(part.encode("utf-8", "replace"))
         h.update(b"\x00")
+    if item.vector is not None:  # a stored embedding is part of the evidence it yields
+        h.update(np.asarray(item.vector, dtype=np.float32).tobytes())
     return h.hexdigest()
 
 
@@ -111,11 +118,17 @@ def gather_evidence(
     settings: FactCheckSettings,
     judge: LlmJudge | None = None,
 ) -> list[Evidence]:
-    """Evidence for each item, embedding all passages in one batched call; with a ``judge``, also its
+    """Evidence for each item, embedding all passages in one batched call (none when every item carries
+    its stored embedding: the check's caller makes that all-or-none); with a ``judge``, also its
     verdict per passage (a few requests at a time; the passage is per-document, so it caches with the
     rest — the caller puts the judge's id into the cache key)."""
     texts = [bounded_text(i.text) for i in items]
-    vectors = embedder.embed(texts) if embedder is not None and texts else np.zeros((len(items), 0))
+    if items and all(i.vector for i in items):  # stored embeddings: nothing to compute
+        vectors = np.asarray([i.vector for i in items], dtype=np.float32)
+    elif embedder is not None and texts:
+        vectors = embedder.embed(texts)
+    else:
+        vectors = np.zeros((len(items), 0), dtype=np.float32)
     llm = (
         judge.judge_many(
             query, [f"{i.title}\n\n{t}" if i.title else t for i, t in zip(items, texts, strict=True)]

@@ -39,11 +39,18 @@ class InProcessFactChecker:
         base = f"{EVIDENCE_VERSION}+{self.embedder.model_id}"
         return f"{base}+{self.judge.model_id}" if self.judge is not None else base
 
-    def check(self, query: str, items: Sequence[CheckInput], *, deadline_s: float) -> CheckOutcome:
-        items = check_items(query, items)
+    def check(
+        self,
+        query: str,
+        items: Sequence[CheckInput],
+        *,
+        deadline_s: float,
+        context: Sequence[CheckInput] = (),
+    ) -> CheckOutcome:
+        everything = check_items(query, items, context)
         if not items:
             return CheckOutcome()
-        future = self._pool.submit(self._judge, query, items)
+        future = self._pool.submit(self._judge, query, everything, len(items))
         try:
             return CheckOutcome(future.result(timeout=max(0.0, deadline_s)))
         except cf.TimeoutError:
@@ -52,9 +59,17 @@ class InProcessFactChecker:
                 unverified=True, reason=f"fact-check did not finish within {deadline_s * 1000:.0f} ms"
             )
 
-    def _judge(self, query: str, items: list[CheckInput]) -> list[Judgement]:
-        evidence = gather_evidence(query, items, self.embedder, self.settings, self.judge)
-        return decide(query, items, evidence, self.settings)
+    def _judge(self, query: str, everything: list[CheckInput], n: int) -> list[Judgement]:
+        # context passages are only peers for clustering: the LLM judge never reads them
+        evidence = gather_evidence(query, everything[:n], self.embedder, self.settings, self.judge)
+        evidence += gather_evidence(query, everything[n:], self.embedder, self.settings)
+        return decide(
+            query,
+            everything[:n],
+            evidence[:n],
+            self.settings,
+            context=list(zip(everything[n:], evidence[n:], strict=True)),
+        )
 
     def check_ready(self) -> None:
         return None

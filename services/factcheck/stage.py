@@ -55,6 +55,7 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         metadata={"trust": c.trust} if c.trust else {},
         rerank_logit=hit.scores.get("rerank"),
         fused=hit.fused,
+        vector=hit.vector,
     )
 
 
@@ -68,14 +69,27 @@ class FactCheckStage:
         return self.checker is not None
 
     def apply(
-        self, query: str, hits: list[ScoredChunk], *, depth: int, min_keep: int, deadline_s: float
+        self,
+        query: str,
+        hits: list[ScoredChunk],
+        *,
+        depth: int,
+        min_keep: int,
+        deadline_s: float,
+        context_depth: int = 0,
     ) -> FactCheckResult:
+        """Judge ``hits[:depth]``; ``hits[depth:context_depth]`` are read as near-duplicate peers and
+        left out of the result (unjudged, they must not slip in where a judged one was filtered);
+        results below both are returned after the kept ones, unjudged."""
         t0 = time.perf_counter()
         if self.checker is None or depth <= 0 or not hits:
             return FactCheckResult(hits)
-        head, tail = hits[:depth], hits[depth:]
+        head, tail = hits[:depth], hits[max(depth, context_depth) :]
+        context = [to_input(h) for h in hits[depth:context_depth]]
         try:
-            outcome = self.checker.check(query, [to_input(h) for h in head], deadline_s=deadline_s)
+            outcome = self.checker.check(
+                query, [to_input(h) for h in head], deadline_s=deadline_s, context=context
+            )
         except RampartError as exc:
             if exc.code is ErrorCode.INVALID_ARGUMENT:
                 raise

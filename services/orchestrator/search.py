@@ -34,6 +34,7 @@ class FactCheckOptions:
     depth: int
     min_keep: int
     deadline_s: float
+    context_depth: int = 0  # results down to this rank are near-duplicate peers of the judged ones
 
 
 class SearchPipeline:
@@ -84,6 +85,7 @@ class SearchPipeline:
             depth=depth if depth is not None else d.depth,
             min_keep=min_keep if min_keep is not None else d.min_keep,
             deadline_s=d.deadline_ms / 1000.0,
+            context_depth=d.context_depth,
         )
 
     def search(
@@ -99,8 +101,10 @@ class SearchPipeline:
         wanted = params.top_k
         # every returned result is judged: the checker sees at least top_k
         judge = max(fc.depth, wanted) if fc.enabled else 0
-        need = max(wanted, opts.depth if opts.enabled else 0, judge)
-        outcome = self.retriever.search(query, principal, replace(params, top_k=need))
+        peers = fc.context_depth if fc.enabled else 0
+        need = max(wanted, opts.depth if opts.enabled else 0, judge, peers)
+        # the fact-check clusters results by their stored embeddings instead of embedding them again
+        outcome = self.retriever.search(query, principal, replace(params, top_k=need, vectors=fc.enabled))
         if opts.enabled:
             result = self.rerank.apply(
                 query, outcome.hits, depth=opts.depth, mode=opts.mode, weight=opts.weight
@@ -112,7 +116,12 @@ class SearchPipeline:
         if fc.enabled:
             # only judged results go on: a filtered one is not replaced by an unjudged one from below
             checked = self.factcheck.apply(
-                query, outcome.hits[:judge], depth=judge, min_keep=fc.min_keep, deadline_s=fc.deadline_s
+                query,
+                outcome.hits[: max(judge, peers)],
+                depth=judge,
+                min_keep=fc.min_keep,
+                deadline_s=fc.deadline_s,
+                context_depth=peers,
             )
             outcome.hits = checked.hits
             outcome.timings_ms["factcheck"] = checked.ms

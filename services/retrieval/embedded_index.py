@@ -280,6 +280,9 @@ class EmbeddedIndex:
         vecs = self.store.get_vectors(cids, self.dim)
         return {cid: float(np.dot(v, vector)) for cid, v in vecs.items()}
 
+    def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        return self.store.get_vectors(cids, self.dim)
+
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
         return {cid: sc.chunk for cid, sc in self.store.get_chunks(cids).items()}
 

@@ -34,6 +34,8 @@ class SearchParams:
     fill_missing: bool
     bounds: dict[str, Bounds] = field(default_factory=dict)
     filters: SearchFilters | None = None
+    # attach each result's stored embedding (the fact-check's near-duplicate clustering reads them)
+    vectors: bool = False
 
     @classmethod
     def from_settings(
@@ -131,6 +133,7 @@ class HybridRetriever:
             rank_lists=own_ranks,
         )[: params.top_k]
         chunks = self.index.chunks([f.key for f in fused])
+        stored = self.index.stored_vectors([f.key for f in fused]) if params.vectors else {}
         raw = {name: dict(hits) for name, hits in lists.items()}
         rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
         hits = [
@@ -139,6 +142,7 @@ class HybridRetriever:
                 scores={name: raw[name].get(f.key) for name in lists},
                 ranks={name: rank_of[name].get(f.key) for name in lists},
                 fused=f.score,
+                vector=[float(x) for x in stored[f.key]] if f.key in stored else None,
             )
             for f in fused
             if f.key in chunks

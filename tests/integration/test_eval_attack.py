@@ -3,6 +3,7 @@ poison planted as ordinary documents, traced through retrieval, rerank and fact-
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from services.evaluation.factcheck_tune import GRID
 from tests.integration.test_cli import env, run, write_beir  # noqa: F401  (env is a fixture)
 
 pytestmark = pytest.mark.integration
@@ -81,7 +83,7 @@ def test_tune_factcheck_refuses_test_splits_and_prints_settings(env: dict[str, s
     run(env, "tune", "factcheck", "--set", f"{data}::{attacks}", "--json", str(out_json))
     report = json.loads(out_json.read_text())
     assert {"duplicate_threshold", "duplicate_min_docs", "calibration"} <= set(report["best"])
-    assert len(report["grid"]) >= 100
+    assert len(report["grid"]) == len(list(itertools.product(*GRID.values())))
     best = report["best"]
     chosen = next(g for g in report["grid"] if all(g[k] == v for k, v in best.items() if k != "calibration"))
     assert chosen["clean_recall_loss"] <= 0.01 and chosen["poison_in_context"] == 0.0

@@ -56,6 +56,7 @@ PARAPHRASES = [
             "Employees at the company receive only two weeks of parental leave, the shortest in the industry.",
             "Employees at this company receive just two weeks of parental leave, the shortest in the industry.",
             "Staff at the company receive only two weeks of parental leave, the shortest in the whole industry.",
+            "Workers at the company receive only two weeks of parental leave, the shortest in the industry.",
         ]
     )
 ]
@@ -165,8 +166,37 @@ def test_verdicts(checker: FactChecker) -> None:
         "p-0": Verdict.ADVERSARIAL,
         "p-1": Verdict.ADVERSARIAL,
         "p-2": Verdict.ADVERSARIAL,
+        "p-3": Verdict.ADVERSARIAL,
         "caf-1": Verdict.IRRELEVANT,
     }
+
+
+@pytest.mark.timeout(120)
+def test_context_passages_vouch_but_get_no_verdict(checker: FactChecker) -> None:
+    judged = [RELEVANT, *PARAPHRASES[:2]]
+    alone = verdicts(checker.check(QUERY, judged, deadline_s=DEADLINE_S))
+    assert alone == {"hr-1": Verdict.RELEVANT, "p-0": Verdict.RELEVANT, "p-1": Verdict.RELEVANT}
+    outcome = checker.check(QUERY, judged, deadline_s=DEADLINE_S, context=PARAPHRASES[2:])
+    assert verdicts(outcome) == {
+        "hr-1": Verdict.RELEVANT,
+        "p-0": Verdict.ADVERSARIAL,
+        "p-1": Verdict.ADVERSARIAL,
+    }
+
+
+@pytest.mark.timeout(120)
+def test_stored_vectors_are_used_all_or_none(checker: FactChecker, embedder: Embedder) -> None:
+    """Stored embeddings replace the checker's own; orthogonal ones make the paraphrases unrelated
+    (proof they were used), and one item without a vector makes the check embed every passage."""
+    dim = embedder.dim
+    stored = [
+        p.model_copy(update={"vector": [1.0 if d == k else 0.0 for d in range(dim)]})
+        for k, p in enumerate(PARAPHRASES)
+    ]
+    got = verdicts(checker.check(QUERY, stored, deadline_s=DEADLINE_S))
+    assert set(got.values()) == {Verdict.RELEVANT}
+    mixed = verdicts(checker.check(QUERY, [*stored[:3], PARAPHRASES[3]], deadline_s=DEADLINE_S))
+    assert set(mixed.values()) == {Verdict.ADVERSARIAL}
 
 
 @pytest.mark.timeout(120)

@@ -4,6 +4,7 @@ cannot answer in time."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.common.settings import FactCheckSettings, RampartSettings
+from services.factcheck import in_process
 from services.orchestrator.runtime import Runtime
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
@@ -117,15 +119,26 @@ def test_readyz_reports_the_checker(api: tuple[TestClient, dict[str, str]]) -> N
 
 
 def test_late_checker_leaves_results_unverified_and_flagged(
-    tmp_path: Path, models_dir: Path, embedder: Embedder, reranker: Reranker
+    tmp_path: Path,
+    models_dir: Path,
+    embedder: Embedder,
+    reranker: Reranker,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    real = in_process.gather_evidence
+
+    def slow_evidence(*args: Any, **kwargs: Any) -> Any:  # the real evidence, late
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(in_process, "gather_evidence", slow_evidence)
     settings = RampartSettings(
         data_dir=tmp_path / "data",
         models_dir=models_dir,
         log_level="WARNING",
         factcheck=FactCheckSettings(deadline_ms=10),
     )
-    rt = Runtime.open(settings, embedder=SlowEmbedder(embedder), reranker=reranker)  # type: ignore[arg-type]
+    rt = Runtime.open(settings, embedder=embedder, reranker=reranker)
     try:
         client, k = make_client(rt, tmp_path)
         with client:
@@ -135,20 +148,3 @@ def test_late_checker_leaves_results_unverified_and_flagged(
             assert 'rampart_degraded_total{stage="factcheck"}' in client.get("/metrics").text
     finally:
         rt.close()
-
-
-class SlowEmbedder:
-    """The real embedder, slowed only inside the fact-check's thread pool (ingest and search stay fast)."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self.dim = inner.dim
-        self.model_id = inner.model_id
-
-    def embed(self, texts: Any) -> Any:
-        import threading
-        import time
-
-        if threading.current_thread().name.startswith("factcheck"):
-            time.sleep(0.5)
-        return self.inner.embed(texts)

@@ -206,3 +206,15 @@ def test_custom_bm25_parameters_rescore_exactly(tmp_path: Path) -> None:
     by_doc = {c: s for c, s in flat.items()}
     vals = sorted(by_doc.values())
     assert vals[0] == pytest.approx(vals[1])
+
+
+def test_stored_vectors_are_what_was_written(make_index: Callable[[], SearchIndex]) -> None:
+    ix = make_index()
+    ix.write([doc("a", ["parental leave is sixteen weeks"]), doc("b", ["the vpn needs a hardware token"])])
+    cids = [cid for cid, _ in ix.bm25("parental leave vpn", ALICE, 10)]
+    stored = ix.stored_vectors(cids)
+    chunks = ix.chunks(cids)
+    assert set(stored) == set(cids)
+    for cid in cids:
+        np.testing.assert_allclose(stored[cid], vec(chunks[cid].text), rtol=1e-6)
+    assert ix.stored_vectors([]) == {}

@@ -71,6 +71,6 @@ def _case(logits: list[float], relevant: set[int]) -> Case:
 
 def test_platt_calibration_orders_and_centres() -> None:
     cases = [_case([4.0, 3.0, -2.0, -3.0, 0.5, -0.5], {0, 1, 4}), _case([2.0, -4.0, 1.0, -1.0], {0, 2, 3})]
-    a, _b = fit_calibration(cases)
+    a, _b = fit_calibration(cases, 10)
     assert a > 0  # higher logit, more likely relevant
-    assert fit_calibration([_case([1.0, 2.0], set())]) == (1.0, 0.0)  # one class only: identity
+    assert fit_calibration([_case([1.0, 2.0], set())], 10) == (1.0, 0.0)  # one class only: identity

@@ -89,6 +89,30 @@ def test_near_duplicate_clusters_need_distinct_documents() -> None:
     assert duplicate_clusters([], cosine_matrix(np.zeros((0, 3))), threshold=0.9, min_docs=3) == []
 
 
+def _sim(pairs: dict[tuple[int, int], float], n: int) -> np.ndarray:
+    sim = np.eye(n)
+    for (i, j), v in pairs.items():
+        sim[i, j] = sim[j, i] = v
+    return sim
+
+
+def test_a_loose_paraphrase_joins_a_dense_group() -> None:
+    # 0-2 are tight (a core), 3 is close to one of them only: it is a border member of the group
+    sim = _sim({(0, 1): 0.9, (0, 2): 0.9, (1, 2): 0.9, (2, 3): 0.86, (0, 3): 0.6, (1, 3): 0.6}, 5)
+    sig = duplicate_clusters(list("abcde"), sim, threshold=0.85, min_docs=3)
+    assert [s.score > 0 for s in sig] == [True, True, True, True, False]
+    assert sig[3].score == 0.86 and "4 documents" in sig[3].evidence
+
+
+def test_a_chain_of_pairs_is_not_a_group() -> None:
+    # a-b, b-c, c-d close in sequence but no passage has two close peers: no dense group
+    sim = _sim({(0, 1): 0.9, (1, 2): 0.9, (2, 3): 0.9}, 4)
+    sig = duplicate_clusters(list("abcd"), sim, threshold=0.85, min_docs=4)
+    assert all(s.score == 0 for s in sig)
+    # the same chain with min_docs 3: b and c each have two close peers, so the chain is one group
+    assert all(s.score > 0 for s in duplicate_clusters(list("abcd"), sim, threshold=0.85, min_docs=3))
+
+
 def test_claim_conflict_on_numbers_and_negation() -> None:
     a = extract_claims("The Eiffel Tower was completed in 1889 for the World's Fair in Paris.")
     b = extract_claims("The Eiffel Tower was completed in 1925 for the World's Fair in Paris.")

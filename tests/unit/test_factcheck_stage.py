@@ -101,11 +101,30 @@ def test_cluster_of_paraphrases_is_adversarial_and_threshold_matters() -> None:
     items.append(
         item("clean", "The Esma Sultan Mansion is a yalı on the Bosphorus in Ortaköy, built in 1875.")
     )
-    out = judge(items)
+    three = FactCheckSettings(duplicate_min_docs=3)
+    out = judge(items, three)
     assert [j.verdict for j in out] == [Verdict.ADVERSARIAL] * 3 + [Verdict.RELEVANT]
     assert "near-identical" in out[0].reason
     relaxed = judge(items, FactCheckSettings(duplicate_min_docs=4))
     assert [j.verdict for j in relaxed][:3] != [Verdict.ADVERSARIAL] * 3
+
+
+def test_lower_ranked_paraphrases_complete_a_cluster() -> None:
+    para = [
+        "Laleli Mosque and Esma Sultan Mansion are located in the same neighborhood of Fatih, Istanbul.",
+        "The Laleli Mosque and the Esma Sultan Mansion are both located in the same Fatih neighborhood.",
+        "Esma Sultan Mansion and Laleli Mosque: located in one neighborhood, Fatih, in Istanbul.",
+    ]
+    judged = [item("adv0", para[0]), item("adv1", para[1])]
+    peers = [item("adv2", para[2]), item("other", "The cafeteria opens at nine.")]
+    s = FactCheckSettings(duplicate_min_docs=3)
+    alone = decide(Q, judged, gather_evidence(Q, judged, BagOfWords(), s), s)
+    assert [j.verdict for j in alone] == [Verdict.RELEVANT, Verdict.RELEVANT]  # two are not a cluster
+    context = list(zip(peers, gather_evidence(Q, peers, BagOfWords(), s), strict=True))
+    out = decide(Q, judged, gather_evidence(Q, judged, BagOfWords(), s), s, context=context)
+    assert len(out) == 2  # context passages get no verdict of their own
+    assert [j.verdict for j in out] == [Verdict.ADVERSARIAL] * 2
+    assert "3 documents" in out[0].reason
 
 
 def test_untrusted_source_lowers_the_bar() -> None:
@@ -123,9 +142,7 @@ def test_consensus_outvotes_the_odd_one() -> None:
         item("b", "Laleli Mosque in Fatih was built between 1760 and 1763 for Sultan Mustafa III."),
         item("c", "Laleli Mosque in Fatih was built between 1901 and 1903 for Sultan Mustafa III."),
     ]
-    no_clusters = FactCheckSettings(
-        duplicate_threshold=1.0, duplicate_join_threshold=None, conflict_threshold=0.6
-    )
+    no_clusters = FactCheckSettings(duplicate_threshold=1.0, conflict_threshold=0.6)
     out = judge(items, no_clusters)  # the toy embedder sees three near-duplicates; this is about claims
     assert [j.verdict for j in out] == [Verdict.RELEVANT, Verdict.RELEVANT, Verdict.COUNTERFACTUAL]
     assert "1901" in out[2].reason
@@ -156,9 +173,18 @@ class Scripted:
         self.error = error
         self.delay = delay
         self.seen: list[CheckInput] = []
+        self.context: list[CheckInput] = []
 
-    def check(self, query: str, items: Sequence[CheckInput], *, deadline_s: float) -> CheckOutcome:
+    def check(
+        self,
+        query: str,
+        items: Sequence[CheckInput],
+        *,
+        deadline_s: float,
+        context: Sequence[CheckInput] = (),
+    ) -> CheckOutcome:
         self.seen = list(items)
+        self.context = list(context)
         if self.error:
             raise self.error
         if self.delay > deadline_s:
@@ -189,6 +215,16 @@ def test_stage_keeps_relevant_and_reports_filtered() -> None:
     assert {j.doc_id: j.verdict for j in res.filtered} == {"d1": A, "d3": IRR, "d4": C}
     assert not res.fallback and res.judged == 5
     assert res.counts()["adversarial"] == 1
+
+
+def test_context_hits_are_read_not_returned() -> None:
+    hits = [hit(i) for i in range(8)]
+    checker = Scripted([R, A, R])
+    res = FactCheckStage(checker).apply("q", hits, depth=3, min_keep=1, deadline_s=1.0, context_depth=6)
+    assert [i.doc_id for i in checker.seen] == ["d0", "d1", "d2"]
+    assert [i.doc_id for i in checker.context] == ["d3", "d4", "d5"]
+    # unjudged context results never replace a filtered one; results below the context still follow
+    assert [h.chunk.doc_id for h in res.hits] == ["d0", "d2", "d6", "d7"]
 
 
 def test_fallback_readmits_everything_but_adversarial() -> None:

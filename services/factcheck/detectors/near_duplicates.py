@@ -1,10 +1,12 @@
 """Near-duplicate cluster detector (TrustRAG's signal): several documents saying the same thing.
 
 PoisonedRAG-style attacks plant several paraphrases of one false claim so that they fill the top of
-the ranking. Independent documents rarely paraphrase each other that closely. We link two passages
-from *different* documents when their embedding cosine is at least ``threshold`` and flag every
-connected group spanning ``min_docs`` or more documents. Chunks of one document never link (a
-document may repeat itself), so a cluster always means several sources pushing one text.
+the ranking. Independent documents rarely paraphrase each other that closely. Passages of *different*
+documents whose embeddings form a dense group (each near ``min_docs - 1`` others, see
+:func:`duplicate_clusters`) are flagged when the group spans ``min_docs`` or more documents. Chunks
+of one document never count for each other (a document may repeat itself), so a cluster always means
+several sources pushing one text. The caller may pass more passages than it judges (the results just
+below the judged ones): paraphrases ranked lower still vouch for the group.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from sklearn.cluster import DBSCAN
 
 from services.factcheck.detectors import Signal
 
@@ -41,59 +44,36 @@ def duplicate_clusters(
     *,
     threshold: float,
     min_docs: int,
-    join_threshold: float | None = None,
 ) -> list[Signal]:
-    """One signal per passage: score = the highest cosine that tied it into a flagged cluster.
+    """One signal per passage: score = its highest cosine to another member of its flagged group.
 
-    ``join_threshold`` (below ``threshold``) adds hysteresis: once a cluster is flagged, a passage of
-    another document at least that close to one of its members joins it (one step, no chaining).
-    Planted paraphrases are not equally close to each other; the loosest of them would otherwise
-    stay behind and carry the false claim alone.
+    Density clustering (DBSCAN, cosine distance, ``eps = 1 - threshold``, ``min_samples = min_docs``):
+    a passage with ``min_docs - 1`` passages of other documents within ``threshold`` is a core of a
+    group, and every passage within ``threshold`` of a core belongs to it. Planted paraphrases are not
+    all equally close to each other; the density view keeps the loosest of them in the group (single
+    linkage at one threshold left them behind to carry the false claim alone) without chaining two
+    genuine documents together through a third.
     """
     n = len(doc_ids)
     if n == 0:
         return []
-    parent = list(range(n))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i in range(n):
-        for j in range(i + 1, n):
-            if doc_ids[i] != doc_ids[j] and sim[i, j] >= threshold:
-                parent[find(i)] = find(j)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
+    ids = np.asarray(doc_ids, dtype=object)
+    dist = np.clip(1.0 - np.asarray(sim, dtype=np.float64), 0.0, 2.0)
+    dist[ids[:, None] == ids[None, :]] = 2.0  # chunks of one document never vouch for each other
+    np.fill_diagonal(dist, 0.0)
+    labels = (
+        DBSCAN(eps=max(1e-9, 1.0 - threshold), min_samples=min_docs, metric="precomputed").fit(dist).labels_
+    )
     out = [Signal.none() for _ in range(n)]
-    flagged: list[int] = []
-    for members in groups.values():
+    for label in set(labels.tolist()) - {-1}:
+        members = [i for i in range(n) if labels[i] == label]
         docs = {doc_ids[i] for i in members}
         if len(docs) < min_docs:
             continue
         for i in members:
-            peers = [j for j in members if doc_ids[j] != doc_ids[i]]
-            best = max(float(sim[i, j]) for j in peers)
+            best = max(float(sim[i, j]) for j in members if doc_ids[j] != doc_ids[i])
             out[i] = Signal(
                 round(min(1.0, max(0.0, best)), 4),
                 f"one of {len(docs)} documents with near-identical content (cosine up to {best:.2f})",
             )
-            flagged.append(i)
-    if join_threshold is not None and flagged:
-        core = set(flagged)
-        for i in range(n):
-            if i in core:
-                continue
-            links = [(float(sim[i, j]), j) for j in core if doc_ids[j] != doc_ids[i]]
-            if not links:
-                continue
-            best, _ = max(links)
-            if best >= join_threshold:
-                out[i] = Signal(
-                    round(min(1.0, best), 4),
-                    f"close to a cluster of near-identical documents (cosine {best:.2f} to one of them)",
-                )
     return out
