@@ -31,6 +31,7 @@ from services.factcheck.in_process import InProcessFactChecker
 from services.factcheck.llm_judge import LlmJudge, LlmVerdict, build_judge
 from services.retrieval.embedder import Embedder
 from tests.integration.llm_server import LlamaServer
+from tests.integration.redis_server import CeleryWorker, RedisServer, celery_settings
 
 pytestmark = pytest.mark.integration
 
@@ -373,3 +374,46 @@ def test_classifier_detectors_first_then_the_llm_then_heuristics() -> None:
         Verdict.RELEVANT,
         Verdict.IRRELEVANT,
     ]
+
+
+# ---- through Celery workers --------------------------------------------------------------------------
+@pytest.mark.timeout(180)
+def test_celery_workers_ask_the_judge_and_the_caller_uses_its_verdict(
+    start_redis: Callable[[], RedisServer],
+    start_worker: Callable[..., CeleryWorker],
+    models_dir: Path,
+    embedder: Embedder,
+) -> None:
+    """The judge runs inside the worker (its verdict travels back in the evidence, and is cached
+    under a model id naming the judge); the detectors still come first on the caller's side."""
+    reply = chat('{"verdict": "COUNTERFACTUAL", "reason": "contradicts the atlas"}')
+    items = [
+        CheckInput(chunk_id="paris#0", doc_id="paris", text=PASSAGE, rerank_logit=3.0),
+        CheckInput(chunk_id="note#0", doc_id="note", text=INJECTION, rerank_logit=1.0),
+    ]
+    with Scripted(lambda n: (200, reply)) as judge_server:
+        redis = start_redis()
+        start_worker(redis, RAMPART_LLM__BASE_URL=judge_server.base_url, RAMPART_LLM__MODEL="judge-m")
+        settings = celery_settings(redis, models_dir).model_copy(
+            update={"llm": LlmSettings(base_url=judge_server.base_url, model="judge-m")}
+        )
+        checker = build_fact_checker(settings, embedder)
+        assert checker is not None
+        try:
+            assert "llm:judge-m@" in checker.model_id
+            outcome = checker.check(QUERY, items, deadline_s=60)
+            assert not outcome.unverified, outcome.reason
+            paris, note = outcome.judgements
+            assert (
+                paris.verdict is Verdict.COUNTERFACTUAL and paris.reason == "LLM judge: contradicts the atlas"
+            )
+            assert note.verdict is Verdict.ADVERSARIAL and not note.reason.startswith("LLM judge")
+            asked = len(judge_server.requests)
+            assert asked == len(items)  # one chat call per passage, made by the worker
+            again = checker.check(
+                QUERY, items, deadline_s=60
+            )  # cached in Redis: the judge is not asked again
+            assert [j.verdict for j in again.judgements] == [j.verdict for j in outcome.judgements]
+            assert len(judge_server.requests) == asked
+        finally:
+            checker.close()
