@@ -71,6 +71,12 @@ def bench_rerank(
         bool, typer.Option(help="Start a local tritonserver (rerank.triton.venv) and bench it")
     ] = True,
     pairs: Annotated[int, typer.Option(min=1, help="At least this many pairs scored per row")] = 64,
+    triton_instances: Annotated[
+        int, typer.Option(min=1, max=16, help="Triton model instances (instance_group count)")
+    ] = 1,
+    triton_threads: Annotated[
+        int, typer.Option(min=0, max=64, help="onnxruntime threads per Triton instance; 0 = all cores")
+    ] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON here")] = None,
 ) -> None:
     """pairs/s and p50/p95 per call: PyTorch vs ONNX fp32 vs int8 in-process, and Triton (gRPC) vs in-process."""
@@ -104,7 +110,12 @@ def bench_rerank(
             server = None
             if triton:
                 repo = materialize(
-                    model_dir, Path(tmp) / "repo", variant=settings.rerank.variant, max_length=tokens
+                    model_dir,
+                    Path(tmp) / "repo",
+                    variant=settings.rerank.variant,
+                    max_length=tokens,
+                    instances=triton_instances,
+                    threads=triton_threads,
                 )
                 server = TritonServer(
                     venv=settings.rerank.triton.venv,
@@ -257,3 +268,59 @@ def bench_factcheck(
             command = command.replace(redis_url, redact_url(redis_url))
         record = {"command": command, **record}
         write_json_report(json_out, record)
+
+
+@bench_app.command("contradiction")
+def bench_contradiction(
+    ctx: typer.Context,
+    batch: Annotated[
+        int, typer.Option(min=1, max=32, help="Pairs per predict() call (up to 32 = one session call)")
+    ] = 32,
+    pairs: Annotated[int, typer.Option(min=1, help="At least this many pairs scored per variant")] = 640,
+    variants: Annotated[str, typer.Option(help="Installed variants to time: int8,fp32")] = "int8,fp32",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON here")] = None,
+) -> None:
+    """Contradiction classifier throughput (pairs/s, p50/p95 per call), every pair filling the model's
+    max length: the installed model (<models_dir>/contradiction) on onnxruntime in-process."""
+    from collections.abc import Sequence
+    from typing import Any
+
+    from services.evaluation.rerank_bench import measure
+    from services.factcheck.contradiction import ContradictionModel
+    from services.rerank.onnx_reranker import load_manifest
+
+    settings = load_settings()
+    model_dir = settings.contradiction_model_dir()
+    rows: list[dict[str, Any]] = []
+    try:
+        installed = load_manifest(
+            model_dir, what="contradiction classifier", fix="run `rampart models build`"
+        )
+        for variant in split_csv(variants):
+            if variant not in installed["variants"]:
+                console.print(f"[yellow]skipped[/yellow] {variant}: not installed at {model_dir}")
+                continue
+            model = ContradictionModel.from_dir(model_dir, variant=variant)
+
+            def predict(claim: str, evidence: Sequence[str], model: ContradictionModel = model) -> Any:
+                return model.predict([(e, claim) for e in evidence])
+
+            figures = measure(predict, batch=batch, tokens=model.max_length, min_pairs=pairs)
+            rows.append({"variant": variant, "batch": batch, "tokens": model.max_length, **figures})
+    except RampartError as exc:
+        raise fail(exc) from exc
+    table = Table(
+        "variant", "batch", "tokens", "pairs/s", "p50 ms", "p95 ms", title="contradiction classifier"
+    )
+    for r in rows:
+        table.add_row(
+            r["variant"],
+            str(batch),
+            str(r["tokens"]),
+            f"{r['pairs_per_s']:g}",
+            f"{r['p50_ms']:g}",
+            f"{r['p95_ms']:g}",
+        )
+    out.print(table)
+    if json_out:
+        write_json_report(json_out, {"command": invocation(ctx), "model_dir": str(model_dir), "rows": rows})

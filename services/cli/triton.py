@@ -21,6 +21,9 @@ def triton_repo(
         ".rampart/triton/repository"
     ),
     instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count)")] = 1,
+    threads: Annotated[
+        int, typer.Option(min=0, max=64, help="onnxruntime threads per instance; 0 = all cores")
+    ] = 0,
     gpu: Annotated[bool, typer.Option(help="KIND_GPU instances (onnxruntime CUDA provider)")] = False,
     max_length: Annotated[int | None, typer.Option(min=16, max=512, help="Default: the model's")] = None,
 ) -> None:
@@ -35,6 +38,7 @@ def triton_repo(
             variant=settings.rerank.variant,
             max_length=max_length or settings.rerank.max_length,
             instances=instances,
+            threads=threads,
             kind="KIND_GPU" if gpu else "KIND_CPU",
         )
     except RampartError as exc:
@@ -48,6 +52,9 @@ def triton_serve(
     http_port: Annotated[int, typer.Option(help="HTTP port (health: /v2/health/ready)")] = 8000,
     metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port")] = 8002,
     instances: Annotated[int, typer.Option(min=1, help="Model instances")] = 1,
+    threads: Annotated[
+        int, typer.Option(min=0, max=64, help="onnxruntime threads per instance; 0 = all cores")
+    ] = 0,
 ) -> None:
     """Run tritonserver on 127.0.0.1 with the project's repository until interrupted (needs `make triton`)."""
     from services.rerank.triton_repository import materialize
@@ -62,6 +69,7 @@ def triton_serve(
             variant=settings.rerank.variant,
             max_length=settings.rerank.max_length,
             instances=instances,
+            threads=threads,
         )
         server = TritonServer(
             venv=settings.rerank.triton.venv,
