@@ -117,3 +117,96 @@ def train_reranker_cmd(
     except RampartError as exc:
         raise fail(exc) from exc
     console.print(f"[green]done[/green] {onnx_dir} (model card: {onnx_dir / 'MODEL_CARD.md'})")
+
+
+@train_app.command("contradiction")
+def train_contradiction_cmd(
+    ctx: typer.Context,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="SciFact claims folder (claims_train/dev.jsonl, corpus.jsonl); default <eval_data_dir>/scifact_claims"
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Work folder: checkpoint/, best/, hf/, onnx/")
+    ] = Path(".rampart/train/contradiction"),
+    head: Annotated[
+        str, typer.Option(help="mean: linear head on the mean-pooled pair; cls: Hugging Face head on [CLS]")
+    ] = "mean",
+    epochs: Annotated[
+        int, typer.Option(min=1, help="Passes over the training pairs (the LR schedule spans them)")
+    ] = 6,
+    max_minutes: Annotated[
+        float, typer.Option(min=0.1, help="Wall-clock bound on training; stops early")
+    ] = 35.0,
+    batch_size: Annotated[int, typer.Option(min=1, help="Pairs per optimiser step")] = 16,
+    max_length: Annotated[int, typer.Option(min=16, max=512, help="Tokens per (evidence, claim) pair")] = 256,
+    lr: Annotated[float, typer.Option(help="Peak learning rate of the encoder")] = 4e-5,
+    head_lr: Annotated[float, typer.Option(help="Learning rate of the new head")] = 1e-3,
+    seed: Annotated[int, typer.Option(help="Seed for data order and the head")] = 13,
+    data_seed: Annotated[int, typer.Option(help="Seed for NEI picks and synthetic edits")] = 0,
+    synthetic: Annotated[
+        bool, typer.Option(help="Add synthetic contradictions (number/negation/entity)")
+    ] = True,
+    per_kind_limit: Annotated[
+        int | None, typer.Option(min=0, help="At most this many synthetic pairs per kind (seeded sample)")
+    ] = 150,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Use only the first N training and dev pairs (smoke runs)")
+    ] = None,
+    checkpoint_every: Annotated[int, typer.Option(min=1, help="Steps between checkpoints")] = 50,
+    bf16: Annotated[bool, typer.Option(help="bf16 autocast on CPU (~3x faster here)")] = True,
+    model_id: Annotated[str, typer.Option(help="Name recorded in the manifest")] = "rampart-minilm-l6-nli",
+    variants: Annotated[str, typer.Option(help="ONNX variants to export: fp32,int8")] = "fp32,int8",
+    install: Annotated[
+        bool,
+        typer.Option(help="Install the result as the served classifier (<models_dir>/contradiction)"),
+    ] = False,
+) -> None:
+    """Fine-tune MiniLM-L6 as a SUPPORT / CONTRADICT / NEI classifier on SciFact claims, export to ONNX.
+
+    Validates on SciFact claims dev after every epoch and keeps the best; resumes from OUT/checkpoint if
+    present (same settings). Writes OUT/onnx/ with the model card.
+    """
+    from services.models.contradiction_pipeline import train_contradiction
+    from services.models.contradiction_train import NliTrainConfig
+    from services.models.reranker_pipeline import install as install_model
+    from services.models.reranker_pipeline import packaged_encoder
+
+    settings = load_settings()
+    cfg = NliTrainConfig(
+        base=str(packaged_encoder()),
+        out_dir=out_dir,
+        epochs=epochs,
+        max_minutes=max_minutes,
+        batch_size=batch_size,
+        max_length=max_length,
+        lr=lr,
+        head_lr=head_lr,
+        seed=seed,
+        head=head,
+        checkpoint_every=checkpoint_every,
+        bf16=bf16,
+    )
+    try:
+        with progress_bar() as bar:
+            onnx_dir = train_contradiction(
+                data or settings.eval_data_dir / "scifact_claims",
+                cfg,
+                model_id=model_id,
+                command=invocation(ctx),
+                data_seed=data_seed,
+                synthetic=synthetic,
+                per_kind_limit=per_kind_limit,
+                limit=limit,
+                variants=tuple(split_csv(variants)),
+                say=lambda m: console.print(f"• {m}"),
+                progress=task_updater(bar),
+            )
+        if install:
+            dest = install_model(onnx_dir, settings.contradiction_model_dir())
+            console.print(f"[green]installed[/green] {dest}")
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(f"[green]done[/green] {onnx_dir} (model card: {onnx_dir / 'MODEL_CARD.md'})")

@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from typing import Any
 from services.common.errors import ErrorCode, RampartError
 from services.models.build_deps import import_build_deps
 from services.models.embedder_export import sha256_file
+from services.models.pair_classifier import ARCHITECTURE as PAIR_ARCHITECTURE
+from services.models.pair_classifier import is_pair_classifier
 from services.models.split_encoder import ARCHITECTURE, is_split_encoder
 from services.models.torch_reranker import load_torch_reranker
 
@@ -89,6 +92,39 @@ def is_complete(model_dir: Path) -> bool:
     return True
 
 
+Int8Check = Callable[[Any, Any], tuple[dict[str, float], str | None]]
+
+
+@dataclass(frozen=True)
+class ExportTask:
+    """What an exported cross-encoder computes and how its int8 variant is judged: the reranker (one
+    relevance logit, order must survive) or a pair classifier (one logit per label)."""
+
+    name: str  # in messages and errors: "reranker", "contradiction classifier"
+    check_pairs: tuple[tuple[str, str], ...]
+    # (int8 logits, torch logits), both (pairs, outputs) -> figures for the manifest, and a reason to
+    # refuse the int8 file (None = keep it)
+    int8_check: Int8Check
+    labels: tuple[str, ...] | None = None  # None: one relevance logit; else the outputs, in order
+    outputs_hint: str = "a reranker needs exactly one relevance logit (a cross-encoder trained for ranking)"
+
+
+def _ranking_kept(q8: Any, expected: Any) -> tuple[dict[str, float], str | None]:
+    import numpy as np
+
+    rho = spearman(q8[:, 0], expected[:, 0])
+    figures = {"int8_max_abs_diff": float(np.abs(q8 - expected).max()), "int8_spearman": rho}
+    if rho >= _INT8_MIN_SPEARMAN:
+        return figures, None
+    return figures, (
+        f"int8 reranker ranks pairs unlike fp32 (Spearman {rho:.3f} < {_INT8_MIN_SPEARMAN}); "
+        "export fp32 only (--variants fp32)"
+    )
+
+
+RERANKER_TASK = ExportTask(name="reranker", check_pairs=tuple(_CHECK_PAIRS), int8_check=_ranking_kept)
+
+
 def export_reranker(
     source: str | Path,
     out_dir: Path,
@@ -100,26 +136,52 @@ def export_reranker(
     progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Export ``source`` (local folder or hub name) into ``out_dir``; returns ``out_dir``."""
+    return export_cross_encoder(
+        source,
+        out_dir,
+        RERANKER_TASK,
+        model_id=model_id,
+        max_length=max_length,
+        variants=variants,
+        extra_manifest=extra_manifest,
+        progress=progress,
+    )
+
+
+def export_cross_encoder(
+    source: str | Path,
+    out_dir: Path,
+    task: ExportTask,
+    *,
+    model_id: str | None = None,
+    max_length: int = 192,
+    variants: tuple[str, ...] = ("fp32", "int8"),
+    extra_manifest: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Export the cross-encoder ``source`` (local folder or hub name) for ``task`` into ``out_dir``."""
     say = progress or (lambda _m: None)
+    name = task.name
     unknown = set(variants) - VARIANT_FILES.keys()
     if unknown or not variants:
         raise RampartError(
             ErrorCode.INVALID_ARGUMENT,
-            f"unknown reranker variants {sorted(unknown) or '(none)'}; choose from {', '.join(VARIANT_FILES)}",
+            f"unknown {name} variants {sorted(unknown) or '(none)'}; choose from {', '.join(VARIANT_FILES)}",
         )
     local = Path(source).is_dir()
     # a local folder must never reach for the hub; a hub name may (where the network allows)
-    torch, transformers = import_build_deps("exporting a reranker", offline=local)
+    torch, transformers = import_build_deps(f"exporting a {name}", offline=local)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir))
     try:
-        say(f"reranker: loading {source}")
+        say(f"{name}: loading {source}")
         split = local and is_split_encoder(source)
+        # Rampart's own architectures carry their tokenizer.json (the split one: its pair template)
+        own = split or (local and is_pair_classifier(source))
         try:
             model = load_torch_reranker(source)
-            # the split architecture's own tokenizer.json carries its pair template
-            hf_tokenizer = None if split else transformers.AutoTokenizer.from_pretrained(str(source))
+            hf_tokenizer = None if own else transformers.AutoTokenizer.from_pretrained(str(source))
         except (OSError, ValueError) as exc:
             raise RampartError(
                 ErrorCode.FAILED_PRECONDITION,
@@ -127,20 +189,21 @@ def export_reranker(
                 "weights and tokenizer files, or a hub name on a machine with network access",
                 source=str(source),
             ) from exc
-        if not split and int(model.config.num_labels) != 1:
+        labels = _output_labels(model, split)
+        if len(labels) != len(task.labels or ("logit",)) or (task.labels and not _same_labels(labels, task)):
             raise RampartError(
                 ErrorCode.FAILED_PRECONDITION,
-                f"{source!s} has {model.config.num_labels} output labels; a reranker needs exactly one "
-                "relevance logit (a cross-encoder trained for ranking)",
+                f"{source!s} has {len(labels)} output labels ({', '.join(labels)}); {task.outputs_hint}",
             )
         tok_path = work / TOKENIZER_FILE
         if hf_tokenizer is None:
             shutil.copyfile(Path(source) / TOKENIZER_FILE, tok_path)
         else:
             hf_tokenizer.backend_tokenizer.save(str(tok_path))
-        _install_variants(model, torch, tok_path, work, out_dir, variants, max_length, say)
+        _install_variants(model, torch, tok_path, work, out_dir, variants, max_length, say, task)
         fusion_file = Path(source) / "rampart_fusion.json" if local else None
         fusion = json.loads(fusion_file.read_text()) if fusion_file and fusion_file.is_file() else {}
+        architecture = ARCHITECTURE if split else PAIR_ARCHITECTURE if own else model.config.model_type
         manifest = {
             "model_id": model_id or (Path(source).name if local else str(source)),
             # set for models trained residually (rerank mode "residual"): score = logit + w * prior
@@ -149,9 +212,10 @@ def export_reranker(
                 if "first_stage_weight" in fusion
                 else {}
             ),
+            **({"labels": list(task.labels)} if task.labels else {}),
             "max_length": max_length,
             "output": OUTPUT_NAME,
-            "architecture": ARCHITECTURE if split else model.config.model_type,
+            "architecture": architecture,
             **({"split_layers": int(model.split_layers)} if split else {}),
             "num_layers": int(getattr(model.config, "num_hidden_layers", 0)),
             **json.loads((work / "variants.json").read_text()),
@@ -165,8 +229,26 @@ def export_reranker(
         tmp.replace(out_dir / MANIFEST_FILE)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    say(f"reranker: built at {out_dir}")
+    say(f"{name}: built at {out_dir}")
     return out_dir
+
+
+def _output_labels(model: Any, split: bool) -> list[str]:
+    """The model's output names in logit order (``LABEL_i`` when a Hugging Face config names none)."""
+    if split:
+        return ["logit"]
+    if getattr(model, "labels", None):
+        return [str(x) for x in model.labels]
+    n = int(model.config.num_labels)
+    id2label = getattr(model.config, "id2label", None) or {}
+    return [str(id2label.get(i, f"LABEL_{i}")) for i in range(n)]
+
+
+def _same_labels(labels: list[str], task: ExportTask) -> bool:
+    """Named outputs must be the task's, in its order; unnamed ones (``LABEL_i``) are taken on trust."""
+    if all(x == f"LABEL_{i}" for i, x in enumerate(labels)):
+        return True
+    return [x.upper() for x in labels] == [x.upper() for x in task.labels or ()]
 
 
 def _install_variants(
@@ -178,12 +260,15 @@ def _install_variants(
     variants: tuple[str, ...],
     max_length: int,
     say: Callable[[str], None],
+    task: ExportTask,
 ) -> None:
     import numpy as np
     from tokenizers import Tokenizer
 
     from services.rerank.pair_scorer import PairScorer, configure_tokenizer, pad_batch
 
+    name = task.name
+    pairs = list(task.check_pairs)
     tokenizer = configure_tokenizer(Tokenizer.from_file(str(tok_path)), max_length)
     uses_types = int(getattr(model.config, "type_vocab_size", 0) or 0) > 1
     input_names = ["input_ids", "attention_mask"] + (["token_type_ids"] if uses_types else [])
@@ -199,13 +284,16 @@ def _install_variants(
             return self.inner(**dict(zip(input_names, args, strict=True)), return_dict=True).logits
 
     wrapper = _Logits(model).eval()
-    encs = [tokenizer.encode(q, p) for q, p in _CHECK_PAIRS]
-    feeds = pad_batch(encs)
+    rows = []
     with torch.no_grad():
-        expected = wrapper(*[torch.from_numpy(feeds[n]) for n in input_names]).numpy()[:, 0]
+        for start in range(0, len(pairs), 32):  # the check set may be large (a classifier's dev sample)
+            feeds = pad_batch([tokenizer.encode(a, b) for a, b in pairs[start : start + 32]])
+            rows.append(wrapper(*[torch.from_numpy(feeds[n]) for n in input_names]).float().numpy())
+        expected = np.concatenate(rows).reshape(len(pairs), -1)
+        feeds = pad_batch([tokenizer.encode(a, b) for a, b in pairs[:2]])
         dummy = tuple(torch.from_numpy(feeds[n][:2, :16].copy()) for n in input_names)
     raw = work / "raw.onnx"
-    say(f"reranker: exporting to ONNX (opset {OPSET})")
+    say(f"{name}: exporting to ONNX (opset {OPSET})")
     axes = {n: {0: "batch", 1: "sequence"} for n in input_names} | {OUTPUT_NAME: {0: "batch"}}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -223,7 +311,7 @@ def _install_variants(
     fp32 = raw
     fused: dict[str, int] = {}
     if model.config.model_type == "bert":
-        say("reranker: fusing attention/GELU/layer-norm (onnxruntime BERT optimizer)")
+        say(f"{name}: fusing attention/GELU/layer-norm (onnxruntime BERT optimizer)")
         from onnxruntime.transformers.optimizer import optimize_model
 
         opt = optimize_model(
@@ -238,31 +326,27 @@ def _install_variants(
         opt.save_model_to_file(str(fp32))
 
     def scores_of(path: Path) -> Any:
-        scorer = PairScorer.load(
-            str(path), str(tok_path), max_length=max_length, batch_size=len(_CHECK_PAIRS)
-        )
-        out = np.empty(len(_CHECK_PAIRS), dtype=np.float32)
-        for i, (q, p) in enumerate(_CHECK_PAIRS):
-            out[i] = scorer.score(q, [p])[0]
-        return out
+        """One pair per call: dynamic int8 scales activations per batch, so this is batch-invariant."""
+        scorer = PairScorer.load(str(path), str(tok_path), max_length=max_length, batch_size=1)
+        return scorer.logits_pairs(pairs)
 
     got = scores_of(fp32)
     diff = float(np.abs(got - expected).max())
     if fused and not diff < _FP32_TOLERANCE:
         # the optimizer matched a pattern it does not compute the same way (e.g. a custom attention
         # mask): keep the unfused graph, which is exact, rather than a fast wrong one
-        say(f"reranker: fused graph disagrees with torch ({diff:.3g}); keeping the unfused graph")
+        say(f"{name}: fused graph disagrees with torch ({diff:.3g}); keeping the unfused graph")
         fp32, fused = raw, {}
         got = scores_of(fp32)
         diff = float(np.abs(got - expected).max())
     if not diff < _FP32_TOLERANCE:
         raise RampartError(
             ErrorCode.INTERNAL,
-            f"exported reranker disagrees with torch (max abs diff {diff:.3g}); check torch/onnxruntime versions",
+            f"exported {name} disagrees with torch (max abs diff {diff:.3g}); check torch/onnxruntime versions",
         )
     record: dict[str, Any] = {"fused_operators": fused, "variants": {}, "checks": {"fp32_max_abs_diff": diff}}
     if "int8" in variants:
-        say("reranker: int8 dynamic quantisation (per-channel MatMul/Attention, embeddings)")
+        say(f"{name}: int8 dynamic quantisation (per-channel MatMul/Attention, embeddings)")
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -278,15 +362,10 @@ def _install_variants(
             op_types_to_quantize=["MatMul", "Attention", "EmbedLayerNormalization", "Gather"],
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
-        q_scores = scores_of(q8)
-        rho = spearman(q_scores, expected)
-        record["checks"].update(int8_max_abs_diff=float(np.abs(q_scores - expected).max()), int8_spearman=rho)
-        if not rho >= _INT8_MIN_SPEARMAN:
-            raise RampartError(
-                ErrorCode.INTERNAL,
-                f"int8 reranker ranks pairs unlike fp32 (Spearman {rho:.3f} < {_INT8_MIN_SPEARMAN}); "
-                "export fp32 only (--variants fp32)",
-            )
+        figures, refused = task.int8_check(scores_of(q8), expected)
+        record["checks"].update(figures)
+        if refused:
+            raise RampartError(ErrorCode.INTERNAL, refused)
         record["variants"]["int8"] = {"file": VARIANT_FILES["int8"], "sha256": sha256_file(q8)}
         q8.replace(out_dir / VARIANT_FILES["int8"])
     if "fp32" in variants:

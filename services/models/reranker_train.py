@@ -227,11 +227,12 @@ def _mrr(ranks: list[tuple[str, int]]) -> float:
     return sum(1.0 / r for _, r in ranks) / max(len(ranks), 1)
 
 
-def load_base(base: str, transformers: Any) -> Any:
-    """The encoder with a fresh one-logit head (or an existing cross-encoder, head kept)."""
+def load_base(base: str, transformers: Any, *, num_labels: int = 1, **config: Any) -> Any:
+    """The encoder with a fresh ``num_labels``-logit head (or an existing cross-encoder, head kept);
+    ``config`` adds model-config fields (e.g. ``id2label``)."""
     with quiet_loading(transformers):  # "newly initialized head" is expected here
         return transformers.AutoModelForSequenceClassification.from_pretrained(
-            base, num_labels=1, attn_implementation="sdpa"
+            base, num_labels=num_labels, attn_implementation="sdpa", **config
         )
 
 
@@ -357,22 +358,21 @@ def train(
         if progress:
             progress(step, cfg.max_steps, {"loss": sum(losses[-50:]) / len(losses[-50:])})
         if step % cfg.checkpoint_every == 0 or step == cfg.max_steps:
-            _checkpoint(
+            save_checkpoint(
                 model,
                 optimizer,
                 scheduler,
                 ckpt,
-                step,
-                losses,
-                earlier_s + time.monotonic() - t0,
+                _state(step, losses, earlier_s + time.monotonic() - t0, alpha),
                 torch,
                 transformers,
-                alpha,
             )
 
     seconds = earlier_s + time.monotonic() - t0
     if step > start_step:
-        _checkpoint(model, optimizer, scheduler, ckpt, step, losses, seconds, torch, transformers, alpha)
+        save_checkpoint(
+            model, optimizer, scheduler, ckpt, _state(step, losses, seconds, alpha), torch, transformers
+        )
     weight = float(alpha.item()) if cfg.prior_weight is not None else None
     val = validate(model, tokenizer, val_groups, torch, prior_weight=weight, bf16=cfg.bf16)
     final = out / "hf"
@@ -399,19 +399,21 @@ def train(
     )
 
 
-def _checkpoint(
+def _state(step: int, losses: list[float], seconds: float, alpha: Any) -> dict[str, Any]:
+    return {"step": step, "losses": losses, "seconds": seconds, "prior_weight": float(alpha.item())}
+
+
+def save_checkpoint(
     model: Any,
     optimizer: Any,
     scheduler: Any,
     ckpt: Path,
-    step: int,
-    losses: list[float],
-    seconds: float,
+    state: dict[str, Any],
     torch: Any,
     transformers: Any,
-    alpha: Any,
 ) -> None:
-    """Write the checkpoint into a temp folder, then swap it in, so a crash never leaves half of one."""
+    """Write the checkpoint (weights, optimiser, schedule, ``state`` as JSON) into a temp folder, then
+    swap it in, so a crash never leaves half of one."""
     import shutil
 
     tmp = ckpt.with_name(ckpt.name + ".tmp")
@@ -420,10 +422,7 @@ def _checkpoint(
         model.save_pretrained(str(tmp))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    (tmp / STATE_FILE).write_text(
-        json.dumps({"step": step, "losses": losses, "seconds": seconds, "prior_weight": float(alpha.item())}),
-        encoding="utf-8",
-    )
+    (tmp / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
     swap_dir(tmp, ckpt)
 
 

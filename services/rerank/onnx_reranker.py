@@ -21,23 +21,24 @@ MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
 
 
-def _unusable(path: Path, why: str) -> RampartError:
-    return RampartError(
-        ErrorCode.FAILED_PRECONDITION,
-        f"reranker model at {path} {why}; run `rampart models build` (or set RAMPART_RERANK__BACKEND=none)",
-        path=str(path),
-    )
+RERANKER_FIX = "run `rampart models build` (or set RAMPART_RERANK__BACKEND=none)"
 
 
-def load_manifest(path: Path) -> dict[str, Any]:
+def unusable(path: Path, why: str, *, what: str = "reranker model", fix: str = RERANKER_FIX) -> RampartError:
+    """The error for an exported model folder that cannot serve: what is wrong and how to fix it."""
+    return RampartError(ErrorCode.FAILED_PRECONDITION, f"{what} at {path} {why}; {fix}", path=str(path))
+
+
+def load_manifest(path: Path, *, what: str = "reranker model", fix: str = RERANKER_FIX) -> dict[str, Any]:
+    """The folder's manifest.json, checked to list variants (errors say ``what`` and ``fix``)."""
     try:
         manifest = json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise _unusable(path, "is missing (no manifest.json)") from None
+        raise unusable(path, "is missing (no manifest.json)", what=what, fix=fix) from None
     except (OSError, ValueError) as exc:
-        raise _unusable(path, f"has an unreadable manifest ({exc})") from exc
+        raise unusable(path, f"has an unreadable manifest ({exc})", what=what, fix=fix) from exc
     if not isinstance(manifest, dict) or not isinstance(manifest.get("variants"), dict):
-        raise _unusable(path, "has a manifest without variants")
+        raise unusable(path, "has a manifest without variants", what=what, fix=fix)
     return manifest
 
 
@@ -63,7 +64,7 @@ class OnnxReranker:
         info = manifest["variants"].get(variant)
         if not isinstance(info, dict) or not (path / str(info.get("file", ""))).is_file():
             have = ", ".join(sorted(manifest["variants"])) or "none"
-            raise _unusable(path, f"has no {variant!r} variant (has: {have}); set RAMPART_RERANK__VARIANT")
+            raise unusable(path, f"has no {variant!r} variant (has: {have}); set RAMPART_RERANK__VARIANT")
         trained = int(manifest.get("max_length", 256))
         length = max_length or trained
         if not 8 <= length <= MAX_POSITIONS:
@@ -81,7 +82,7 @@ class OnnxReranker:
                 providers=providers,
             )
         except Exception as exc:  # onnxruntime/tokenizers raise untyped errors on bad files
-            raise _unusable(path, f"cannot be loaded ({exc})") from exc
+            raise unusable(path, f"cannot be loaded ({exc})") from exc
         model_id = f"{manifest.get('model_id', path.name)}@{str(info.get('sha256', ''))[:12]}:{variant}"
         if length != trained:
             model_id += f"+len{length}"

@@ -93,7 +93,11 @@ class PairScorer:
         self.max_length = max_length
         self.batch_size = batch_size
         self._inputs = {i.name for i in session.get_inputs()}
-        self._output = session.get_outputs()[0].name
+        output = session.get_outputs()[0]
+        self._output = output.name
+        width = output.shape[-1] if len(output.shape) > 1 else 1
+        # logits per pair: fixed by the exported head (1 for a reranker); a symbolic width reads as 1
+        self.outputs = width if isinstance(width, int) and width > 0 else 1
 
     @classmethod
     def load(
@@ -127,14 +131,19 @@ class PairScorer:
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """float32 logits for ``(query, passage)`` pairs of any queries (Triton merges requests)."""
-        out = np.empty(len(pairs), dtype=np.float32)
+        return self.logits_pairs(pairs)[:, 0]
+
+    def logits_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """float32 ``(n, outputs)`` logits of a model with several outputs per pair (a 3-way
+        classifier's SUPPORT/CONTRADICT/NEI); rows in input order."""
+        out = np.empty((len(pairs), self.outputs), dtype=np.float32)
         if not len(pairs):
             return out
-        cleaned = [(clean_text(q), clean_text(p)) for q, p in pairs]
+        cleaned = [(clean_text(a), clean_text(b)) for a, b in pairs]
         encodings = list(self.tokenizer.encode_batch(cleaned, add_special_tokens=True))
         for batch in length_batches([len(e.ids) for e in encodings], self.batch_size):
             feeds = pad_batch([encodings[i] for i in batch])
             feeds = {k: v for k, v in feeds.items() if k in self._inputs}
             logits = self.session.run([self._output], feeds)[0]
-            out[batch] = np.asarray(logits, dtype=np.float32).reshape(len(batch), -1)[:, 0]
+            out[batch] = np.asarray(logits, dtype=np.float32).reshape(len(batch), -1)[:, : self.outputs]
         return out
