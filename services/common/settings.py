@@ -237,6 +237,20 @@ class FactCheckSettings(BaseModel):
     conflict_threshold: float = Field(
         default=0.8, ge=0.0, le=1.0, description="Claim-conflict score between two passages that counts"
     )
+    contradiction_threshold: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="The contradiction classifier's P(CONTRADICT) between two passages that counts as a conflict",
+    )
+    contradiction_pairs: int = Field(
+        default=0,
+        ge=0,
+        le=200,
+        description="Most similar passage pairs per check read by the contradiction classifier (2 model "
+        "calls each); 0 = claim alignment only (the default: on the dev attack sets the classifier changed "
+        "no outcome and cost ~0.4 s per check at 12 pairs, docs/benchmarks.md)",
+    )
     use_llm: bool = Field(
         default=True,
         description="Judge each passage with the LLM at llm.base_url when one is set (detectors keep "

@@ -50,6 +50,7 @@ from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide
 from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.inputs import check_items
+from services.factcheck.model_conflicts import ModelConflicts
 from services.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -143,10 +144,19 @@ def _settle(fut: cf.Future[T], fn: Callable[[], T]) -> None:
 
 
 class CeleryFactChecker:
-    def __init__(self, app: Celery, settings: FactCheckSettings, model_id: str) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        settings: FactCheckSettings,
+        model_id: str,
+        conflicts: ModelConflicts | None = None,
+    ) -> None:
+        """``conflicts``: the contradiction classifier over pairs of passages; it runs here, on the
+        caller, with the rest of the set-level rules (the workers compute per-document evidence)."""
         self.app = app
         self.settings = settings
         self._model_id = model_id
+        self.conflicts = conflicts
         c = settings.celery
         self._queue = c.queue
         self._cache_url = cache_url(c)
@@ -172,10 +182,17 @@ class CeleryFactChecker:
         )
 
     @classmethod
-    def from_settings(cls, settings: RampartSettings, embedder: Embedder) -> CeleryFactChecker:
+    def from_settings(
+        cls, settings: RampartSettings, embedder: Embedder, conflicts: ModelConflicts | None = None
+    ) -> CeleryFactChecker:
         """The caller's embedder (and LLM judge settings) name the model: workers must load the same
         one and ask the same judge (the task refuses to compute evidence under another model id)."""
-        return cls(make_app(settings), settings.factcheck, evidence_model_id(settings, embedder.model_id))
+        return cls(
+            make_app(settings),
+            settings.factcheck,
+            evidence_model_id(settings, embedder.model_id),
+            conflicts,
+        )
 
     @property
     def model_id(self) -> str:
@@ -218,6 +235,7 @@ class CeleryFactChecker:
             evidence[:n],
             self.settings,
             context=list(zip(everything[n:], evidence[n:], strict=True)),
+            model_conflicts=self.conflicts,
         )
         return CheckOutcome(judgements)
 

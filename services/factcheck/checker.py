@@ -18,6 +18,7 @@ from services.factcheck.evidence import CheckInput
 
 if TYPE_CHECKING:
     from services.common.settings import RampartSettings
+    from services.factcheck.model_conflicts import ModelConflicts
     from services.retrieval.embedder import Embedder
 
 
@@ -63,11 +64,23 @@ def build_fact_checker(settings: RampartSettings, embedder: Embedder) -> FactChe
     f = settings.factcheck
     if f.backend == "none":
         return None
+    conflicts = build_conflicts(settings)
     if f.backend == "celery":
         from services.factcheck.celery_checker import CeleryFactChecker
 
-        return CeleryFactChecker.from_settings(settings, embedder)
+        return CeleryFactChecker.from_settings(settings, embedder, conflicts)
     from services.factcheck.in_process import InProcessFactChecker
     from services.factcheck.llm_judge import build_judge
 
-    return InProcessFactChecker(embedder, f, judge=build_judge(settings))
+    return InProcessFactChecker(embedder, f, judge=build_judge(settings), conflicts=conflicts)
+
+
+def build_conflicts(settings: RampartSettings) -> ModelConflicts | None:
+    """The contradiction classifier over passage pairs, unless disabled or given no pairs to read."""
+    from services.factcheck.contradiction import build_contradiction_model
+    from services.factcheck.model_conflicts import ModelConflicts
+
+    if settings.factcheck.contradiction_pairs <= 0:
+        return None
+    model = build_contradiction_model(settings)
+    return ModelConflicts(model, max_pairs=settings.factcheck.contradiction_pairs) if model else None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,7 +36,11 @@ from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters, peer_similarity
-from services.factcheck.evidence import CheckInput, Evidence
+from services.factcheck.evidence import CheckInput, Evidence, bounded_text
+from services.factcheck.model_conflicts import Side
+
+if TYPE_CHECKING:
+    from services.factcheck.model_conflicts import ModelConflicts
 
 # (a, b) -> conflict score in [0, 1] for two passages; the trained contradiction model plugs in here.
 ConflictFn = Callable[[str, str], Signal]
@@ -69,9 +74,12 @@ def decide(
     conflict: ConflictFn = heuristic_conflict,
     *,
     context: Sequence[tuple[CheckInput, Evidence]] = (),
+    model_conflicts: ModelConflicts | None = None,
 ) -> list[Judgement]:
     """Verdicts for ``items``; ``context`` (the results ranked just below them) joins only the
-    near-duplicate clustering, as peers that may vouch for a group but get no verdict here."""
+    near-duplicate clustering, as peers that may vouch for a group but get no verdict here.
+    ``model_conflicts``: the trained contradiction classifier, scoring the most similar pairs of
+    still-relevant passages beside the claim alignment (rule 3)."""
     n = len(items)
     if n == 0:
         return []
@@ -130,7 +138,7 @@ def decide(
                 if p is not None:
                     why += f" and the reranker gives P(relevant) = {p:.3f}"
                 verdicts[k] = (Verdict.IRRELEVANT, 1.0 - max(cov, p or 0.0), why)
-    _consensus(items, verdicts, settings, conflict, llm_relevant)
+    _consensus(items, evidence, verdicts, settings, conflict, llm_relevant, sim, model_conflicts)
     out: list[Judgement] = []
     for k, (item, ev, v) in enumerate(zip(items, evidence, verdicts, strict=True)):
         if v is None:
@@ -158,25 +166,48 @@ def decide(
     return out
 
 
+def _side(item: CheckInput, ev: Evidence) -> Side:
+    return Side(bounded_text(item.text), ev.notes.get("coverage", ""))
+
+
 def _consensus(
     items: Sequence[CheckInput],
+    evidence: Sequence[Evidence],
     verdicts: list[tuple[Verdict, float, str] | None],
     settings: FactCheckSettings,
     conflict: ConflictFn,
     locked: set[int],
+    sim: np.ndarray | None,
+    model: ModelConflicts | None,
 ) -> None:
     """Mark as COUNTERFACTUAL the passages the other still-relevant passages outvote (``locked`` ones
     vote but are never marked: the LLM judge already called them RELEVANT)."""
     alive = [k for k, v in enumerate(verdicts) if v is None]
     edges: dict[int, list[tuple[int, Signal]]] = {k: [] for k in alive}
-    for x, i in enumerate(alive):
-        for j in alive[x + 1 :]:
-            if items[i].doc_id == items[j].doc_id:
-                continue
-            sig = conflict(items[i].text, items[j].text)
-            if sig.score >= settings.conflict_threshold:
-                edges[i].append((j, sig))
-                edges[j].append((i, sig))
+    pairs = [
+        (i, j) for x, i in enumerate(alive) for j in alive[x + 1 :] if items[i].doc_id != items[j].doc_id
+    ]
+    found: dict[tuple[int, int], Signal] = {}
+    for i, j in pairs:
+        sig = conflict(items[i].text, items[j].text)
+        if sig.score >= settings.conflict_threshold:
+            found[(i, j)] = sig
+    if model is not None and pairs and model.max_pairs > 0:
+        if (
+            sim is not None
+        ):  # the most similar pairs first: contradictions are between passages on one subject
+            pairs = sorted(pairs, key=lambda p: -float(sim[p[0], p[1]]))
+        asked = pairs[: model.max_pairs]
+        sides = [(_side(items[i], evidence[i]), _side(items[j], evidence[j])) for i, j in asked]
+        for pair, sig in zip(asked, model(sides), strict=True):
+            if (
+                sig.score >= settings.contradiction_threshold
+                and sig.score > found.get(pair, Signal.none()).score
+            ):
+                found[pair] = sig
+    for (i, j), sig in found.items():
+        edges[i].append((j, sig))
+        edges[j].append((i, sig))
     for i in alive:
         if not edges[i] or i in locked:
             continue

@@ -22,16 +22,23 @@ from services.retrieval.embedder import Embedder
 
 if TYPE_CHECKING:
     from services.factcheck.llm_judge import LlmJudge
+    from services.factcheck.model_conflicts import ModelConflicts
 
 
 class InProcessFactChecker:
     def __init__(
-        self, embedder: Embedder, settings: FactCheckSettings, judge: LlmJudge | None = None
+        self,
+        embedder: Embedder,
+        settings: FactCheckSettings,
+        judge: LlmJudge | None = None,
+        conflicts: ModelConflicts | None = None,
     ) -> None:
-        """``judge``: the optional LLM judge (``build_judge``); the checker owns it and closes it."""
+        """``judge``: the optional LLM judge (``build_judge``); the checker owns it and closes it.
+        ``conflicts``: the contradiction classifier over pairs of passages (rule 3), if loaded."""
         self.embedder = embedder
         self.settings = settings
         self.judge = judge
+        self.conflicts = conflicts
         self._pool = cf.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="factcheck")
 
     @property
@@ -69,6 +76,7 @@ class InProcessFactChecker:
             evidence[:n],
             self.settings,
             context=list(zip(everything[n:], evidence[n:], strict=True)),
+            model_conflicts=self.conflicts,
         )
 
     def check_ready(self) -> None:

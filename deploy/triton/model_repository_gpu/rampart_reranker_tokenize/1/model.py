@@ -22,7 +22,9 @@ def _text(value):
 
 class TritonPythonModel:
     def initialize(self, args):
-        params = {k: v["string_value"] for k, v in json.loads(args["model_config"]).get("parameters", {}).items()}
+        params = {
+            k: v["string_value"] for k, v in json.loads(args["model_config"]).get("parameters", {}).items()
+        }
         self.width = int(params.get("max_length", "160"))
         here = Path(args["model_repository"]) / args["model_version"]
         self.tokenizer = configure_tokenizer(Tokenizer.from_file(str(here / "tokenizer.json")), self.width)
