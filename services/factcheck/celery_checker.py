@@ -34,7 +34,6 @@ from pydantic import ValidationError
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import FactCheckSettings, RampartSettings
-from services.common.verdicts import Judgement
 from services.factcheck.celery_app import (
     TASK_NAME,
     TRANSIENT_ERRORS,
@@ -47,7 +46,7 @@ from services.factcheck.celery_app import (
     redis_client,
 )
 from services.factcheck.checker import CheckOutcome
-from services.factcheck.classifier import decide
+from services.factcheck.classifier import decide_head
 from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.inputs import check_items
 from services.factcheck.model_conflicts import ModelConflicts
@@ -229,15 +228,7 @@ class CeleryFactChecker:
         except Exception as exc:  # a bug or an unforeseen library error: degrade, with the trace logged
             log.error("celery fact-check failed", exc_info=exc)
             return CheckOutcome(unverified=True, reason=f"fact-check error ({type(exc).__name__})")
-        judgements: list[Judgement] = decide(
-            query,
-            everything[:n],
-            evidence[:n],
-            self.settings,
-            context=list(zip(everything[n:], evidence[n:], strict=True)),
-            model_conflicts=self.conflicts,
-        )
-        return CheckOutcome(judgements)
+        return CheckOutcome(decide_head(query, everything, evidence, n, self.settings, self.conflicts))
 
     def _exchange(
         self, fut: cf.Future[list[Evidence]], query: str, items: list[CheckInput], deadline: float

@@ -166,6 +166,26 @@ def decide(
     return out
 
 
+def decide_head(
+    query: str,
+    everything: Sequence[CheckInput],
+    evidence: Sequence[Evidence],
+    judged: int,
+    settings: FactCheckSettings,
+    model_conflicts: ModelConflicts | None = None,
+) -> list[Judgement]:
+    """:func:`decide` for a check's passages as the checkers hold them: the first ``judged`` get
+    verdicts, the rest are their context peers."""
+    return decide(
+        query,
+        everything[:judged],
+        evidence[:judged],
+        settings,
+        context=list(zip(everything[judged:], evidence[judged:], strict=True)),
+        model_conflicts=model_conflicts,
+    )
+
+
 def _side(item: CheckInput, ev: Evidence) -> Side:
     return Side(bounded_text(item.text), ev.notes.get("coverage", ""))
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from services.common.settings import FactCheckSettings
 from services.common.verdicts import Judgement
 from services.factcheck.checker import CheckOutcome
-from services.factcheck.classifier import decide
+from services.factcheck.classifier import decide_head
 from services.factcheck.evidence import EVIDENCE_VERSION, CheckInput, gather_evidence
 from services.factcheck.inputs import check_items
 from services.retrieval.embedder import Embedder
@@ -70,14 +70,7 @@ class InProcessFactChecker:
         # context passages are only peers for clustering: the LLM judge never reads them
         evidence = gather_evidence(query, everything[:n], self.embedder, self.settings, self.judge)
         evidence += gather_evidence(query, everything[n:], self.embedder, self.settings)
-        return decide(
-            query,
-            everything[:n],
-            evidence[:n],
-            self.settings,
-            context=list(zip(everything[n:], evidence[n:], strict=True)),
-            model_conflicts=self.conflicts,
-        )
+        return decide_head(query, everything, evidence, n, self.settings, self.conflicts)
 
     def check_ready(self) -> None:
         return None
