@@ -86,7 +86,7 @@ def triton_serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        while not stop.is_set() and server.process is not None and server.process.poll() is None:
+        while not stop.is_set() and server.proc is not None and server.proc.poll() is None:
             stop.wait(1.0)
     finally:
         server.stop()

@@ -10,6 +10,8 @@ import contextlib
 import os
 import signal
 import subprocess
+from types import TracebackType
+from typing import Self
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, wait_s: float = 5.0) -> None:
@@ -26,3 +28,29 @@ def stop_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
                 proc.wait(timeout=10)
     with contextlib.suppress(ProcessLookupError, PermissionError):  # children the leader left behind
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+class OwnedProcess:
+    """What every server Rampart starts shares once running: ``proc`` (a session leader), a stop
+    that takes its whole group down (SIGTERM, then SIGKILL after ``stop_wait_s``), and use as a
+    context manager. Subclasses provide ``start()``, which sets ``proc`` and returns ``self``."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    stop_wait_s: float = 5.0
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL of the group after ``stop_wait_s``; a no-op when not running."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            stop_process_group(proc, signal.SIGTERM, self.stop_wait_s)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
-from services.common.processes import stop_process_group
+from services.common.processes import OwnedProcess
 
 INSTALL_HINT = "apt-get install redis-server (`make system-deps` does it)"
 
@@ -34,7 +32,7 @@ def redis_server_binary() -> Path | None:
     return debian if debian.exists() else None
 
 
-class RedisServer:
+class RedisServer(OwnedProcess):
     """``redis-server`` on 127.0.0.1 with persistence off; restartable on the same port (the tests
     restart it to check that clients reconnect)."""
 
@@ -121,17 +119,3 @@ class RedisServer:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return "(no log)"
-
-    def stop(self, wait_s: float = 5.0) -> None:
-        """SIGTERM, then SIGKILL after ``wait_s``; a no-op when not running."""
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            stop_process_group(proc, signal.SIGTERM, wait_s)
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -9,20 +9,18 @@ terminal reaches only the caller, which stops the worker (warm shutdown, then SI
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
 from celery import Celery
 
 import services
 from services.common.errors import ErrorCode, RampartError
-from services.common.processes import stop_process_group
+from services.common.processes import OwnedProcess
 
 # What the worker logs once per pool process when its model is loaded (celery_app.WorkerState).
 LOADED = "loaded embedder"
@@ -37,13 +35,15 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "services.cli.main", "worker"]
 
 
-class WorkerProcess:
+class WorkerProcess(OwnedProcess):
     """``rampart worker`` (prefork, ``concurrency`` processes) on ``broker_url``/``result_backend``.
 
     ``inherit_env``: pass the caller's ``RAMPART_*`` variables on (the bench: the worker must load
     what the caller loads); off, the worker sees only what is given here (the tests: hermetic).
     ``env`` overrides everything else. The log level is INFO because readiness is read from the log.
     """
+
+    stop_wait_s = 10.0  # SIGTERM is a warm shutdown: running tasks finish first
 
     def __init__(
         self,
@@ -158,17 +158,3 @@ class WorkerProcess:
             return [int(p) for p in path.read_text().split()]
         except OSError:
             return []
-
-    def stop(self, wait_s: float = 10.0) -> None:
-        """Warm shutdown (SIGTERM: running tasks finish), SIGKILL of the group after ``wait_s``."""
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            stop_process_group(proc, signal.SIGTERM, wait_s)
-
-    def __enter__(self) -> WorkerProcess:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

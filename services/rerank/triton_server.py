@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.processes import stop_process_group
+from services.common.processes import OwnedProcess
 
 
 def _is_ready(url: str) -> bool:
@@ -125,7 +123,7 @@ class TritonInstall:
 
 
 @dataclass
-class TritonServer:
+class TritonServer(OwnedProcess):
     """A tritonserver process on 127.0.0.1; use as a context manager or call start()/stop()."""
 
     venv: Path
@@ -135,7 +133,10 @@ class TritonServer:
     http_port: int
     metrics_port: int
     log_verbose: int = 0
-    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    stop_wait_s: float = field(
+        default=30.0, init=False
+    )  # SIGTERM: tritonserver ignores SIGINT in the background
 
     @property
     def grpc_url(self) -> str:
@@ -169,7 +170,7 @@ class TritonServer:
         install = TritonInstall.find(self.venv)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.proc = subprocess.Popen(
             self.command(install),
             env=install.env(),
             stdout=log,
@@ -181,10 +182,10 @@ class TritonServer:
         deadline = time.monotonic() + timeout
         url = f"http://127.0.0.1:{self.http_port}/v2/health/ready"
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if self.proc.poll() is not None:
                 raise RampartError(
                     ErrorCode.UNAVAILABLE,
-                    f"tritonserver exited with {self.process.returncode} during start-up; see {self.log_path}:\n"
+                    f"tritonserver exited with {self.proc.returncode} during start-up; see {self.log_path}:\n"
                     + self.tail_log(),
                 )
             if _is_ready(url):
@@ -201,17 +202,3 @@ class TritonServer:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (tritonserver ignores SIGINT in the background), then SIGKILL the group."""
-        proc, self.process = self.process, None
-        if proc is not None:
-            stop_process_group(proc, signal.SIGTERM, timeout)
-
-    def __enter__(self) -> TritonServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

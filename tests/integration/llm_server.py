@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from services.common.net import free_port
-from services.common.processes import stop_process_group
+from services.common.processes import OwnedProcess
 
 
 def smollm2_gguf() -> Path:
@@ -36,8 +35,10 @@ def smollm2_gguf() -> Path:
     return files[0]
 
 
-class LlamaServer:
+class LlamaServer(OwnedProcess):
     """``python -m llama_cpp.server`` on 127.0.0.1 with a small context (the judge's prompts are short)."""
+
+    stop_wait_s = 10.0
 
     def __init__(self, work: Path, model: Path | None = None, n_ctx: int = 2048) -> None:
         self.work = work
@@ -92,8 +93,3 @@ class LlamaServer:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            stop_process_group(proc, signal.SIGTERM, 10)
