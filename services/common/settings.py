@@ -302,6 +302,133 @@ class LlmSettings(BaseModel):
         return self
 
 
+class RoutePlan(BaseModel):
+    """Retrieval parameters of one complexity level (HyPA's table, papers.md §2)."""
+
+    context_k: int = Field(ge=1, le=100, description="Results handed to the answer (HyPA's top-k)")
+    candidates: int = Field(default=100, ge=1, le=2000, description="Per-retriever depth before fusion")
+    bm25_weight: float = Field(ge=0.0, le=1.0, description="BM25's fusion weight")
+    dense_weight: float = Field(ge=0.0, le=1.0, description="Dense retrieval's fusion weight")
+    kg_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Knowledge graph's weight; no KG is indexed yet, so it is renormalised away",
+    )
+    kg_depth: int = Field(default=1, ge=0, le=5, description="KG expansion hops (used once a KG exists)")
+
+    @model_validator(mode="after")
+    def _sum(self) -> RoutePlan:
+        total = self.bm25_weight + self.dense_weight + self.kg_weight
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(
+                f"route plan weights bm25={self.bm25_weight} dense={self.dense_weight} kg={self.kg_weight} "
+                f"sum to {total:.3f}; they must sum to 1"
+            )
+        return self
+
+
+def _hypa_plans() -> dict[str, RoutePlan]:
+    return {
+        "low": RoutePlan(context_k=3, bm25_weight=0.5, dense_weight=0.4, kg_weight=0.1, kg_depth=1),
+        "medium": RoutePlan(context_k=5, bm25_weight=0.4, dense_weight=0.4, kg_weight=0.2, kg_depth=2),
+        "high": RoutePlan(context_k=10, bm25_weight=0.3, dense_weight=0.4, kg_weight=0.3, kg_depth=3),
+    }
+
+
+class RoutingSettings(BaseModel):
+    """AdaptiveRAG routing + HyPA parameters (docs/orchestration.md)."""
+
+    enabled: bool = Field(default=True, description="Classify each query and follow its route")
+    model_dir: Path | None = Field(
+        default=None,
+        description="Trained query router (`rampart train router`); default <models_dir>/router",
+    )
+    min_confidence: float = Field(
+        default=0.6, ge=0.0, le=1.0, description="Below this type confidence, route as Conversational"
+    )
+    plans: dict[str, RoutePlan] = Field(
+        default_factory=_hypa_plans,
+        description="Retrieval parameters per complexity (low/medium/high); HyPA's table by default",
+    )
+
+    @model_validator(mode="after")
+    def _levels(self) -> RoutingSettings:
+        missing = {"low", "medium", "high"} - set(self.plans)
+        if missing:
+            raise ValueError(f"routing.plans lacks {sorted(missing)}; give low, medium and high")
+        return self
+
+
+class ChainSettings(BaseModel):
+    """Chain-of-retrieval for Complex queries (CoRAG, papers.md §5)."""
+
+    beam_width: int = Field(default=4, ge=1, le=16, description="Beams kept per step (B)")
+    max_steps: int = Field(default=5, ge=1, le=10, description="Retrieval steps at most, the first included")
+    stop_score: float = Field(
+        default=0.9, ge=0.0, le=1.0, description="Stop once the best chain scores above this"
+    )
+    hop_k: int = Field(default=3, ge=1, le=20, description="Results each sub-query contributes (CoRAG: 3)")
+
+
+class SecondarySourceSettings(BaseModel):
+    """Where CRAG's corrective search goes when the primary retrieval is graded Incorrect."""
+
+    kind: Literal["none", "tenant", "http"] = Field(
+        default="none",
+        description="none: no fallback; tenant: another tenant's corpus in this index; http: a federated "
+        "search endpoint",
+    )
+    tenant: str | None = Field(default=None, description="Corpus tenant searched when kind=tenant")
+    url: str | None = Field(default=None, description="Search endpoint when kind=http")
+    api_key: SecretStr | None = Field(default=None, description="Bearer token for kind=http; never logged")
+    timeout_ms: int = Field(default=2000, ge=10, le=60_000, description="Past it, primary results only")
+
+
+class GradingSettings(BaseModel):
+    """CRAG's retrieval evaluator and corrective actions (papers.md §3)."""
+
+    enabled: bool = Field(default=True, description="Grade each retrieved set and act on the grade")
+    correct_threshold: float = Field(default=0.7, ge=0.0, le=1.0, description="Score above: Correct")
+    incorrect_threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="Score below: Incorrect")
+    secondary: SecondarySourceSettings = SecondarySourceSettings()
+
+    @model_validator(mode="after")
+    def _order(self) -> GradingSettings:
+        if self.incorrect_threshold > self.correct_threshold:
+            raise ValueError(
+                f"grading.incorrect_threshold={self.incorrect_threshold} exceeds "
+                f"correct_threshold={self.correct_threshold}; lower it"
+            )
+        return self
+
+
+class SessionSettings(BaseModel):
+    """Conversation sessions and their fact graph (AdaptiveRAG, papers.md §4)."""
+
+    backend: Literal["memory", "redis"] = Field(
+        default="memory", description="memory: this process (embedded); redis: shared (distributed)"
+    )
+    redis_url: str = Field(default="redis://127.0.0.1:6379/2", description="Session store when backend=redis")
+    ttl_s: int = Field(
+        default=1800, ge=1, le=7 * 24 * 3600, description="A session expires this long after its last turn"
+    )
+    max_turns: int = Field(default=20, ge=1, le=200, description="Turns kept (older ones are dropped)")
+    alpha: float = Field(
+        default=0.6, ge=0.0, le=1.0, description="Fact relevance = alpha*similarity + (1-alpha)*proximity"
+    )
+
+
+class AnswerSettings(BaseModel):
+    """``POST /v1/answer``: extractive by default, an LLM when ``llm.base_url`` is set."""
+
+    use_llm: bool = Field(default=True, description="Generate with the LLM at llm.base_url when one is set")
+    max_sentences: int = Field(default=3, ge=1, le=20, description="Sentences in an extractive answer")
+    max_context_chars: int = Field(
+        default=6000, ge=200, le=100_000, description="Verified context handed to the LLM, at most"
+    )
+
+
 class GatewaySettings(BaseModel):
     host: str = Field(default="127.0.0.1", description="Bind address (0.0.0.0 to expose)")
     port: int = Field(default=8080, ge=1, le=65535, description="HTTP port")
@@ -329,6 +456,9 @@ class RampartSettings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING, ERROR")
     log_format: Literal["json", "console"] = Field(default="console", description="json for log shippers")
+    trace_content: bool = Field(
+        default=False, description="Put query and passage text on trace spans (off: counts and ids only)"
+    )
     key_pepper: SecretStr | None = Field(
         default=None, description="Optional secret mixed into API-key hashes (HMAC-SHA256)"
     )
@@ -341,6 +471,11 @@ class RampartSettings(BaseSettings):
     factcheck: FactCheckSettings = FactCheckSettings()
     gateway: GatewaySettings = GatewaySettings()
     llm: LlmSettings = LlmSettings()
+    routing: RoutingSettings = RoutingSettings()
+    chain: ChainSettings = ChainSettings()
+    grading: GradingSettings = GradingSettings()
+    sessions: SessionSettings = SessionSettings()
+    answer: AnswerSettings = AnswerSettings()
 
     def embedding_model_dir(self) -> Path:
         return self.embedding.model_dir or self.models_dir / "minilm-l6-v2"
@@ -350,6 +485,9 @@ class RampartSettings(BaseSettings):
 
     def contradiction_model_dir(self) -> Path:
         return self.factcheck.contradiction_model_dir or self.models_dir / "contradiction"
+
+    def router_model_dir(self) -> Path:
+        return self.routing.model_dir or self.models_dir / "router"
 
     def api_keys_path(self) -> Path:
         return self.gateway.api_keys_file or self.data_dir / "api-keys.json"
