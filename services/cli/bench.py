@@ -324,3 +324,66 @@ def bench_contradiction(
     out.print(table)
     if json_out:
         write_json_report(json_out, {"command": invocation(ctx), "model_dir": str(model_dir), "rows": rows})
+
+
+@bench_app.command("serve")
+def bench_serve(
+    ctx: typer.Context,
+    data_dir: Annotated[Path, typer.Argument(help="A BEIR folder, or a name under RAMPART_EVAL_DATA_DIR")],
+    docs: Annotated[int, typer.Option(min=1, help="Documents indexed (not timed)")] = 300,
+    queries: Annotated[int, typer.Option(min=1, help="Queries timed per mode and request shape")] = 100,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used")] = "test",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """Latency Ray Serve adds (p50/p95): in-process vs Serve handle vs HTTP through the Serve proxy.
+
+    Starts a local Ray cluster, whose servers bind every interface: run it in a loopback-only
+    network namespace, e.g. ``unshare -n sh -c 'ip link set lo up && exec rampart bench serve scifact'``.
+    """
+    from services.evaluation.beir import load_beir
+
+    try:
+        from services.evaluation.serve_bench import SHAPES, run_serve_bench
+    except ImportError as exc:
+        console.print(f"[red]error[/red]: {exc}; install the serve extra: pip install -e '.[serve]'")
+        raise typer.Exit(code=2) from exc
+
+    settings = load_settings()
+    try:
+        dataset = load_beir(resolve_dataset(data_dir, settings), split)
+        with progress_bar() as bar:
+            figures = run_serve_bench(
+                dataset, settings, docs=docs, queries=queries, progress=task_updater(bar)
+            )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    table = Table("mode", "request", "p50 ms", "p95 ms", "added p50", "added p95", title="bench serve")
+    for mode in ("inprocess", "handle", "http"):
+        for shape in SHAPES:
+            added = (
+                (
+                    f"{figures[f'added_{mode}_{shape}_ms_p50']:g}",
+                    f"{figures[f'added_{mode}_{shape}_ms_p95']:g}",
+                )
+                if mode != "inprocess"
+                else ("", "")
+            )
+            table.add_row(
+                mode,
+                shape,
+                f"{figures[f'{mode}_{shape}_ms_p50']:g}",
+                f"{figures[f'{mode}_{shape}_ms_p95']:g}",
+                *added,
+            )
+    out.print(table)
+    for mode in ("handle", "http"):
+        out.print(
+            f"{mode}: median per-query added latency "
+            + ", ".join(f"{shape} {figures[f'paired_added_{mode}_{shape}_ms_p50']:g} ms" for shape in SHAPES)
+        )
+    out.print(
+        f"{figures['docs']:g} docs, {figures['chunks']:g} chunks, {figures['queries']:g} queries; "
+        f"Serve ready in {figures['serve_ready_s']:g} s, Ray processes PSS {figures['ray_pss_mb']:g} MiB"
+    )
+    if json_out:
+        write_json_report(json_out, {"dataset": dataset.name, "command": invocation(ctx), "figures": figures})

@@ -13,6 +13,8 @@ from rich.table import Table
 from typer import _click  # typer 0.29 vendors click; its Context is this one
 from typer.core import TyperGroup
 
+from services.cli.eval_answers import eval_answers
+from services.cli.eval_router import eval_router
 from services.cli.ui import (
     console,
     fail,
@@ -42,6 +44,10 @@ eval_app = typer.Typer(
     help="Quality figures: `rampart eval DATA_DIR` (retrieval, the default), `rampart eval attack` and `rampart eval claims`.",
     no_args_is_help=True,
 )
+
+
+eval_app.command("answers")(eval_answers)
+eval_app.command("router")(eval_router)
 
 
 @eval_app.command("attack")

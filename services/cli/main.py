@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
+from services.cli.ask import ask
 from services.cli.bench import bench_app
 from services.cli.evaluation import eval_app
+from services.cli.serve_ray import serve_ray
 from services.cli.train import train_app
 from services.cli.triton import triton_app
 from services.cli.tune import tune_app
@@ -47,6 +49,8 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(train_app, name="train")
 app.add_typer(triton_app, name="triton")
 app.command("worker")(worker)
+app.command("serve-ray")(serve_ray)
+app.command("ask")(ask)
 app.add_typer(eval_app, name="eval")
 app.add_typer(tune_app, name="tune")
 
@@ -118,6 +122,7 @@ def serve(
     settings = load_settings()
     try:
         runtime = Runtime.open(settings)
+        runtime.orchestrator  # noqa: B018  (build the adaptive stages now: a missing model fails at start)
     except RampartError as exc:
         raise fail(exc) from exc
     keys = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
@@ -353,13 +358,15 @@ def evaluate(
     """Index a BEIR dataset (cached by content hash) and report nDCG@10, Recall@100, MRR@10, latency.
 
     Pipelines: bm25, dense, hybrid-<minmax|zscore|rrf>[:W]; append +rerank (cross-encoder order) or
-    +rerank-fused (blended with the first-stage score), e.g. hybrid-minmax+rerank-fused.
+    +rerank-fused (blended with the first-stage score), e.g. hybrid-minmax+rerank-fused; chain[:B]
+    runs chain-of-retrieval with B beams (docs/chain.md). Also reports recall@10, all_supporting@k
+    and retrieval calls per query.
     """
     from dataclasses import replace
 
     from services.evaluation.beir import load_beir
     from services.evaluation.report import EvalReport, plot_bars, render_table, write_json
-    from services.evaluation.runner import PipelineSpec, evaluate_pipelines
+    from services.evaluation.runner import CHAIN_HOP_DEFAULT, PipelineSpec, evaluate_pipelines
     from services.evaluation.significance import compare_pipelines
     from services.evaluation.splits import select_queries
     from services.rerank.reranker import build_reranker
@@ -411,6 +418,13 @@ def evaluate(
             significance += [
                 r for r in compare_pipelines(per_query, first) if r.candidate.startswith(first + "+")
             ]
+    chain_hops = {s.name: s.name.partition("@")[2] or CHAIN_HOP_DEFAULT for s in specs if s.chain_beams}
+    for hop in set(chain_hops.values()) & set(per_query):  # chains vs single-shot with their hop search
+        significance += [
+            r
+            for r in compare_pipelines(per_query, hop, metric="all_supporting@2")
+            if chain_hops.get(r.candidate) == hop
+        ]
     report = EvalReport(
         significance=significance,
         corpus_sha256=dataset.content_hash(),

@@ -49,3 +49,9 @@ class RemoteGateway:
         if fusion:
             body["fusion"] = fusion
         return list(self._post("/v1/search", body)["results"])
+
+    def answer(self, query: str, top_k: int, session_id: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "top_k": top_k}
+        if session_id:
+            body["session_id"] = session_id
+        return dict(self._post("/v1/answer", body))

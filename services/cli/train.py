@@ -210,3 +210,56 @@ def train_contradiction_cmd(
     except RampartError as exc:
         raise fail(exc) from exc
     console.print(f"[green]done[/green] {onnx_dir} (model card: {onnx_dir / 'MODEL_CARD.md'})")
+
+
+@train_app.command("router")
+def train_router_cmd(
+    ctx: typer.Context,
+    data: Annotated[
+        Path | None,
+        typer.Option(help="Folder with hotpotqa_dev500/ and nq_open_oracle/; default <eval_data_dir>"),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Where weights.npz, manifest.json and MODEL_CARD.md go")
+    ] = Path(".rampart/train/router"),
+    c: Annotated[float, typer.Option(min=1e-4, help="Inverse L2 strength of both heads")] = 1.0,
+    embedding_scale: Annotated[
+        float, typer.Option(min=0.01, help="Factor on the unit-norm query embedding")
+    ] = 4.0,
+    seed: Annotated[int, typer.Option(help="Seed for the derived follow-ups and the solver")] = 13,
+    nq_limit: Annotated[
+        int | None, typer.Option(min=1, help="Use only the first N NQ-open questions (smoke runs)")
+    ] = None,
+    model_id: Annotated[str, typer.Option(help="Name recorded in the manifest")] = "rampart-router-lr",
+    install: Annotated[
+        bool, typer.Option(help="Install the result as the served router (<models_dir>/router)")
+    ] = False,
+) -> None:
+    """Build labelled queries from HotpotQA-500 (train half) and NQ-open, fit the type and complexity
+    heads, measure them on the held-out half. Seconds of fitting; embedding the queries takes ~1 min."""
+    from services.models.router_train import RouterTrainConfig, install_router, train_router
+    from services.retrieval.embedder import build_embedder
+
+    settings = load_settings()
+    cfg = RouterTrainConfig(c=c, embedding_scale=embedding_scale, seed=seed)
+    try:
+        embedder = build_embedder(settings)
+        with progress_bar() as bar:
+            model_dir = train_router(
+                data or settings.eval_data_dir,
+                embedder,
+                out_dir,
+                cfg,
+                model_id=model_id,
+                command=invocation(ctx),
+                min_confidence=settings.routing.min_confidence,
+                nq_limit=nq_limit,
+                say=lambda m: console.print(f"• {m}"),
+                progress=task_updater(bar),
+            )
+        if install:
+            dest = install_router(model_dir, settings.router_model_dir())
+            console.print(f"[green]installed[/green] {dest}")
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(f"[green]done[/green] {model_dir} (model card: {model_dir / 'MODEL_CARD.md'})")

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from services.cli.tune_routing import tune_routing
 from services.cli.ui import (
     console,
     fail,
@@ -24,6 +25,7 @@ from services.cli.ui import (
 from services.common.errors import RampartError, invalid
 
 tune_app = typer.Typer(help="Tune settings on dev data.", no_args_is_help=True)
+tune_app.command("routing")(tune_routing)
 
 
 def _parse_set(spec: str) -> tuple[str, str, str]:
@@ -136,3 +138,6 @@ def tune_factcheck(
     if json_out:
         report = {"command": "rampart " + " ".join(sys.argv[1:]), "best": chosen, "grid": rows}
         write_json_report(json_out, report)
+
+
+import services.cli.tune_grading  # noqa: E402, F401  (registers `tune grading` and `tune refinement`)

@@ -363,12 +363,34 @@ class RoutingSettings(BaseModel):
 class ChainSettings(BaseModel):
     """Chain-of-retrieval for Complex queries (CoRAG, papers.md §5)."""
 
-    beam_width: int = Field(default=4, ge=1, le=16, description="Beams kept per step (B)")
+    # B = 1, not CoRAG's 4: on HotpotQA-500 held-out B = 4 cost 4.96 retrieval calls per query against
+    # 2.14 and did not beat B = 1 at all_supporting@2 (0.623 vs 0.654; docs/chain.md). B = 1 is the
+    # only width that keeps a mixed query set near 1.5x the single-shot calls. 4 is one setting away.
+    beam_width: int = Field(default=1, ge=1, le=16, description="Beams kept per step (B; CoRAG uses 4)")
     max_steps: int = Field(default=5, ge=1, le=10, description="Retrieval steps at most, the first included")
     stop_score: float = Field(
         default=0.9, ge=0.0, le=1.0, description="Stop once the best chain scores above this"
     )
     hop_k: int = Field(default=3, ge=1, le=20, description="Results each sub-query contributes (CoRAG: 3)")
+    # Checked on the HotpotQA-500 train half only (docs/chain.md): 0.15 and 0.5 gave lower
+    # all_supporting@2 than 0.3 at B = 1.
+    relevance_weight: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=1.0,
+        description="Chain score = (1-w)*question-term coverage + w*mean lead relevance (docs/chain.md)",
+    )
+    use_llm: bool = Field(
+        default=True, description="Propose sub-queries with the LLM at llm.base_url when one is set"
+    )
+    # Set by hand so that spans from a weakly matching sentence get no call; on the HotpotQA-500 train
+    # half it holds B = 1 at ~1.9 calls per query (docs/chain.md). Not swept.
+    min_prior: float = Field(
+        default=0.4,
+        ge=0.0,
+        le=1.0,
+        description="A sub-query gets a retrieval call only if its proposer prior reaches this",
+    )
 
 
 class SecondarySourceSettings(BaseModel):
@@ -383,14 +405,59 @@ class SecondarySourceSettings(BaseModel):
     url: str | None = Field(default=None, description="Search endpoint when kind=http")
     api_key: SecretStr | None = Field(default=None, description="Bearer token for kind=http; never logged")
     timeout_ms: int = Field(default=2000, ge=10, le=60_000, description="Past it, primary results only")
+    top_k: int = Field(default=5, ge=1, le=50, description="Results asked of the secondary source")
+    retries: int = Field(
+        default=1, ge=0, le=5, description="kind=http: retries on connection errors and HTTP 5xx only"
+    )
+    max_text_chars: int = Field(
+        default=4000, ge=100, le=100_000, description="kind=http: longer result texts are cut to this"
+    )
 
 
 class GradingSettings(BaseModel):
     """CRAG's retrieval evaluator and corrective actions (papers.md §3)."""
 
     enabled: bool = Field(default=True, description="Grade each retrieved set and act on the grade")
-    correct_threshold: float = Field(default=0.7, ge=0.0, le=1.0, description="Score above: Correct")
-    incorrect_threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="Score below: Incorrect")
+    # Evaluator and thresholds: `rampart tune grading --queries 150` (fit half of HotpotQA-500 train
+    # half + SciFact train + NQ-oracle train queries; ≥ 0.9 precision for Correct and for Incorrect).
+    correct_threshold: float = Field(
+        default=0.78, ge=0.0, le=1.0, description="Score at or above: Correct (tuned on dev data, CRAG: 0.7)"
+    )
+    incorrect_threshold: float = Field(
+        default=0.45, ge=0.0, le=1.0, description="Score below: Incorrect (tuned on dev data, CRAG: 0.5)"
+    )
+    depth: int = Field(default=5, ge=1, le=50, description="Top results the evaluator reads")
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {
+            "p_max": 7.2681,
+            "p_mean": -1.7951,
+            "coverage": 2.3686,
+            "agreement": 0.2625,
+            "dense_max": -1.8906,
+        },
+        description="Logistic evaluator: feature -> weight (features in docs/grading.md; "
+        "fitted by `rampart tune grading` on dev data)",
+    )
+    bias: float = Field(
+        default=-3.5398, description="Logistic evaluator's intercept (fitted with the weights on dev data)"
+    )
+    # Refinement defaults: chosen with `rampart tune refinement` and variants on HotpotQA-500 train-half
+    # queries (answer-string recall vs characters kept; docs/grading.md)
+    strips: int = Field(
+        default=8,
+        ge=1,
+        le=50,
+        description="Refinement: strips kept in all (each passage's best and opening strips are kept anyway)",
+    )
+    strip_chars: int = Field(
+        default=2000, ge=100, le=20_000, description="Refinement: most characters of strips kept"
+    )
+    min_strip_score: float = Field(
+        default=0.2, ge=0.0, le=1.0, description="Refinement: other strips scoring below are not added"
+    )
+    lexical_weight: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Refinement: weight of term coverage vs. embedding cosine"
+    )
     secondary: SecondarySourceSettings = SecondarySourceSettings()
 
     @model_validator(mode="after")
@@ -417,6 +484,9 @@ class SessionSettings(BaseModel):
     alpha: float = Field(
         default=0.6, ge=0.0, le=1.0, description="Fact relevance = alpha*similarity + (1-alpha)*proximity"
     )
+    max_sessions: int = Field(
+        default=10_000, ge=1, le=10_000_000, description="Sessions kept in memory (backend=memory)"
+    )
 
 
 class AnswerSettings(BaseModel):
@@ -441,6 +511,67 @@ class GatewaySettings(BaseModel):
     max_top_k: int = Field(default=100, ge=1, le=1000, description="Largest top_k a search may ask")
     max_query_chars: int = Field(default=2000, ge=1, description="Longest query")
     rate_limit_per_minute: int = Field(default=600, ge=0, description="Per API key; 0 disables")
+
+
+class ServeSettings(BaseModel):
+    """The orchestrator as a Ray Serve application (distributed mode; docs/ray-serve.md)."""
+
+    ray_address: str | None = Field(
+        default=None, description="Ray cluster to join (e.g. ray://head:10001); unset: start a local one"
+    )
+    app_name: str = Field(default="rampart-orchestrator", min_length=1, description="Serve application name")
+    host: str = Field(default="127.0.0.1", description="Serve HTTP proxy bind address (0.0.0.0 to expose)")
+    port: int = Field(
+        default=8090, ge=1, le=65535, description="Serve HTTP proxy port (8000-8002: Triton; 8080: gateway)"
+    )
+    # Replicas ask Ray for 1 CPU by default: on a 2-core machine a third one would pend forever.
+    pipeline_num_cpus: float = Field(
+        default=0.5, gt=0.0, le=64.0, description="CPUs Ray reserves per pipeline replica (fractional)"
+    )
+    ingress_num_cpus: float = Field(
+        default=0.25, gt=0.0, le=64.0, description="CPUs Ray reserves per ingress replica (fractional)"
+    )
+    pipeline_min_replicas: int = Field(default=1, ge=1, le=256, description="Autoscaling floor, pipeline")
+    pipeline_max_replicas: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Autoscaling ceiling, pipeline; >1 needs a shared index backend (the embedded one has "
+        "one process)",
+    )
+    ingress_min_replicas: int = Field(default=1, ge=1, le=256, description="Autoscaling floor, ingress")
+    ingress_max_replicas: int = Field(default=2, ge=1, le=256, description="Autoscaling ceiling, ingress")
+    target_ongoing_requests: float = Field(
+        default=2.0, gt=0.0, le=1000.0, description="Autoscaler's target of in-flight requests per replica"
+    )
+    max_ongoing_requests: int = Field(
+        default=8, ge=1, le=10_000, description="In-flight requests per replica before callers queue"
+    )
+    health_check_period_s: float = Field(
+        default=10.0, gt=0.0, le=3600.0, description="How often Serve calls check_health on each replica"
+    )
+    health_check_timeout_s: float = Field(
+        default=30.0, gt=0.0, le=3600.0, description="A check_health slower than this marks it unhealthy"
+    )
+    graceful_shutdown_timeout_s: float = Field(
+        default=20.0, ge=0.0, le=3600.0, description="Time a stopping replica gets to finish its requests"
+    )
+    object_store_mb: int = Field(
+        default=128, ge=80, le=1_000_000, description="Object store of a local cluster (requests are small)"
+    )
+    ready_timeout_s: float = Field(
+        default=180.0, gt=0.0, le=3600.0, description="How long start-up waits for the app to be RUNNING"
+    )
+
+    @model_validator(mode="after")
+    def _replica_bounds(self) -> ServeSettings:
+        for name in ("pipeline", "ingress"):
+            low, high = getattr(self, f"{name}_min_replicas"), getattr(self, f"{name}_max_replicas")
+            if low > high:
+                raise ValueError(
+                    f"serve.{name}_min_replicas={low} exceeds {name}_max_replicas={high}; raise the maximum"
+                )
+        return self
 
 
 class RampartSettings(BaseSettings):
@@ -476,6 +607,7 @@ class RampartSettings(BaseSettings):
     grading: GradingSettings = GradingSettings()
     sessions: SessionSettings = SessionSettings()
     answer: AnswerSettings = AnswerSettings()
+    serve: ServeSettings = ServeSettings()
 
     def embedding_model_dir(self) -> Path:
         return self.embedding.model_dir or self.models_dir / "minilm-l6-v2"

@@ -1,7 +1,9 @@
 """Retrieval metrics via ranx, with the edge cases made explicit.
 
 All metric formulas come from ``ranx`` (``ndcg`` is the Järvelin linear-gain nDCG that BEIR /
-pytrec_eval report; ``mrr@k`` and ``recall@k`` cut at k). This module only shapes the input:
+pytrec_eval report; ``mrr@k`` and ``recall@k`` cut at k), except ``all_supporting@k`` (every
+relevant document in the top k: multi-hop questions need all their evidence), which ranx lacks and
+:func:`all_supporting` computes. This module only shapes the input:
 
 * **Every judged query counts.** The query set is the qrels' query set. A query missing from ``run``,
   or present with no results, scores 0 on every metric and stays in the mean. (ranx itself asserts
@@ -53,6 +55,8 @@ _METRIC_RE = re.compile(
     r"^(?:" + "|".join(map(re.escape, _RANX_METRICS)) + r")(?:@[1-9]\d*)?(?:-l[1-9]\d*)?$"
 )
 _RBP_RE = re.compile(r"^rbp\.\d+$")
+# Computed here, not by ranx: 1.0 when every relevant document of the query is in the top k.
+_ALL_SUPPORTING_RE = re.compile(r"^all_supporting@([1-9]\d*)$")
 _SURROGATE_WIDTH = 12
 
 
@@ -62,10 +66,13 @@ def validate_metrics(metrics: Iterable[str]) -> tuple[str, ...]:
         metrics = (metrics,)
     out: list[str] = []
     for m in metrics:
-        if not isinstance(m, str) or not (_METRIC_RE.match(m) or _RBP_RE.match(m)):
+        if not isinstance(m, str) or not (
+            _METRIC_RE.match(m) or _RBP_RE.match(m) or _ALL_SUPPORTING_RE.match(m)
+        ):
             raise invalid(
                 f"unknown metric {m!r}; use ranx names such as 'ndcg@10', 'recall@100', 'mrr@10', "
-                f"'map@100', 'precision@5' (supported: {', '.join(_RANX_METRICS)}, rbp.<p>)",
+                f"'map@100', 'precision@5' (supported: {', '.join(_RANX_METRICS)}, rbp.<p>, "
+                "all_supporting@<k>)",
                 metric=str(m),
             )
         if m not in out:
@@ -95,7 +102,12 @@ def evaluate_run_per_query(
     clean_run = _clean_run(run, clean_qrels)
 
     per_query: dict[str, dict[str, float]] = {m: dict.fromkeys(clean_qrels, 0.0) for m in names}
-    if not clean_run:
+    for m in names:
+        found = _ALL_SUPPORTING_RE.match(m)
+        if found:
+            per_query[m].update(all_supporting(clean_qrels, clean_run, int(found.group(1))))
+    names = tuple(m for m in names if not _ALL_SUPPORTING_RE.match(m))
+    if not clean_run or not names:
         return per_query  # nothing retrieved at all: every query is 0 (and ranx would crash)
 
     from ranx import Qrels, Run, evaluate  # lazy: ~3 s import + numba JIT
@@ -110,6 +122,26 @@ def evaluate_run_per_query(
         for qid in clean_run:
             per_query[m][qid] = float(scores[qid])
     return per_query
+
+
+def all_supporting(
+    qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]], k: int
+) -> dict[str, float]:
+    """Per query, 1.0 if every relevant (> 0) document is in the run's top ``k``, else 0.0.
+
+    Multi-hop answers need all their supporting passages at once, which recall@k (the average share
+    found) hides. Higher scores rank first, ties broken by doc id descending as trec_eval does; a query with no relevant document or no results scores 0, like the ranx metrics.
+    """
+    if k < 1:
+        raise invalid(f"all_supporting@{k}: k must be at least 1")
+    out: dict[str, float] = {}
+    for qid, judged in qrels.items():
+        relevant = {d for d, rel in judged.items() if rel > 0}
+        results = run.get(qid, {})
+        by_id = sorted(results.items(), key=lambda it: it[0], reverse=True)  # ties: doc id descending
+        top = {d for d, _ in sorted(by_id, key=lambda it: -it[1])[:k]}
+        out[qid] = 1.0 if relevant and relevant <= top else 0.0
+    return out
 
 
 def _clean_qrels(qrels: QrelsDict) -> dict[str, dict[str, int]]:

@@ -10,7 +10,8 @@ Shape (``EvalReport.model_dump(mode="json")``)::
 
 Every pipeline needs the metric keys in ``REQUIRED_PIPELINE_KEYS``; extra keys (numbers, strings,
 booleans) are kept. Tables and charts show every numeric key; "best" is the highest value, except for
-keys that measure cost (``latency*``, ``*_ms``, ``*_seconds``, ``*_bytes``), where it is the lowest.
+keys that measure cost (``latency*``, ``*_ms``, ``*_seconds``, ``*_bytes``, ``calls_per_query``),
+where it is the lowest.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ LATENCY_KEYS: tuple[str, ...] = ("latency_ms_p50", "latency_ms_p95")
 REQUIRED_PIPELINE_KEYS: tuple[str, ...] = QUALITY_KEYS + LATENCY_KEYS
 
 PipelineValue = float | int | str | bool
-_LOWER_IS_BETTER_SUFFIXES = ("_ms", "_s", "_seconds", "_bytes", "_mb")
+_LOWER_IS_BETTER_SUFFIXES = ("_ms", "_s", "_seconds", "_bytes", "_mb", "calls_per_query")
 
 
 def _now() -> datetime:

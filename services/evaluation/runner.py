@@ -17,22 +17,32 @@ from pathlib import Path
 
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import RampartSettings
-from services.common.types import Acl, Document, FusionMethod, Principal
+from services.common.types import Acl, Document, FusionMethod, Principal, ScoredChunk
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.metrics import evaluate_run_per_query, latency_summary
 from services.ingest.service import IngestService, Outcome
+from services.orchestrator.chain import ChainRetriever
 from services.orchestrator.search import SearchPipeline
+from services.orchestrator.subqueries import build_proposer
 from services.rerank.reranker import Reranker
 from services.rerank.score_cache import ScoreCache
 from services.rerank.stage import Mode, RerankStage
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.hybrid import HybridRetriever, SearchOutcome, SearchParams
 
 EVAL_TENANT = "eval"
 EVAL_PRINCIPAL = Principal(tenant=EVAL_TENANT, user="evaluator", groups=[], scopes=["search"])
 DEFAULT_PIPELINES = ("bm25", "dense", "hybrid-minmax", "hybrid-zscore", "hybrid-rrf")
-METRICS = ("ndcg@10", "recall@100", "mrr@10")
+METRICS = (
+    "ndcg@10",
+    "recall@100",
+    "mrr@10",
+    "recall@10",
+    "all_supporting@2",
+    "all_supporting@5",
+    "all_supporting@10",
+)
 DOC_DEPTH = 100  # documents scored per query (Recall@100)
 CHUNK_DEPTH = 300  # chunks retrieved per query before MaxP aggregation to documents
 
@@ -40,20 +50,53 @@ Progress = Callable[[str, int, int], None]
 
 
 RERANK_SUFFIXES = {"+rerank": "pure", "+rerank-fused": "fused", "+rerank-residual": "residual"}
+CHAIN_HOP_DEFAULT = "hybrid-minmax+rerank-fused"
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What one query through a pipeline gave: ranked hits, and how many retrieval calls it cost."""
+
+    hits: list[ScoredChunk]
+    calls: int = 1
+
+
+QueryPipeline = Callable[[str], Retrieved]
+"""Any pipeline ``rampart eval`` can score: single-shot search, a chain, the routed orchestrator."""
 
 
 @dataclass(frozen=True)
 class PipelineSpec:
     """``bm25``, ``dense`` or ``hybrid-<minmax|zscore|rrf>[:<bm25 weight>]``, optionally followed by
-    ``+rerank`` (cross-encoder order) or ``+rerank-fused`` (blended with the first-stage score)."""
+    ``+rerank`` (cross-encoder order) or ``+rerank-fused`` (blended with the first-stage score); or
+    ``chain[:<beams>][@<hop pipeline>]``: chain-of-retrieval, each hop searched with the hop pipeline
+    (default hybrid-minmax+rerank-fused, beams default chain.beam_width)."""
 
     name: str
     weights: dict[str, float]
     method: FusionMethod
     rerank: Mode | None = None
+    chain_beams: int | None = None  # set: chain-of-retrieval with this many beams
+    routed: bool = False  # the full adaptive orchestrator (route, chain, CRAG, fact-check)
 
     @classmethod
     def parse(cls, spec: str, settings: RampartSettings) -> PipelineSpec:
+        if spec == "routed":
+            default = {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
+            return cls(spec, default, settings.fusion.method, routed=True)
+        if spec == "chain" or spec.startswith(("chain:", "chain@")):
+            head, _, hop_spec = spec.partition("@")
+            _, _, beams = head.partition(":")
+            try:
+                b = int(beams) if beams else settings.chain.beam_width
+            except ValueError:
+                raise invalid(f"bad beam count in pipeline {spec!r}; write e.g. chain:2") from None
+            if not 1 <= b <= 16:
+                raise invalid(f"beam count {b} in pipeline {spec!r} must be within [1, 16]")
+            hop = cls.parse(hop_spec or CHAIN_HOP_DEFAULT, settings)
+            if hop.chain_beams is not None:
+                raise invalid(f"pipeline {spec!r}: a chain's hop pipeline cannot be a chain")
+            return cls(spec, hop.weights, hop.method, hop.rerank, chain_beams=b)
         for suffix, mode in RERANK_SUFFIXES.items():
             if spec.endswith(suffix):
                 first = cls.parse(spec.removesuffix(suffix), settings)
@@ -84,7 +127,8 @@ class PipelineSpec:
                 weights = {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
             return cls(spec, weights, method)
         raise invalid(
-            f"unknown pipeline {spec!r}; choose from {', '.join(DEFAULT_PIPELINES)} (hybrid-*:W sets the BM25 weight)"
+            f"unknown pipeline {spec!r}; choose from {', '.join(DEFAULT_PIPELINES)} (hybrid-*:W sets the "
+            "BM25 weight), optionally +rerank / +rerank-fused, or chain[:B]"
         )
 
 
@@ -181,19 +225,16 @@ def maxp(hits: Sequence[tuple[str, float]], depth: int = DOC_DEPTH) -> dict[str,
     return out
 
 
-def run_pipeline(
+def build_pipeline(
     retriever: HybridRetriever,
-    dataset: BeirDataset,
     spec: PipelineSpec,
     settings: RampartSettings,
     *,
     rerank: RerankStage | None = None,
-    progress: Progress | None = None,
-) -> tuple[dict[str, dict[str, float]], list[float]]:
-    """``(run, latencies_ms)``; latency covers query embedding, both searches, fusion and reranking.
-
-    Runs through :class:`SearchPipeline`, the code the gateway serves with.
-    """
+) -> QueryPipeline:
+    """The spec as a query → :class:`Retrieved` callable, through :class:`SearchPipeline` (the code
+    the gateway serves with); a chain spec wraps it in :class:`ChainRetriever`. A degraded search
+    (e.g. reranker down) raises: the figures would be wrong."""
     if spec.rerank and (rerank is None or not rerank.enabled):
         raise invalid(f"pipeline {spec.name!r} needs a reranker; run `rampart models build`")
     pipeline = SearchPipeline(retriever, settings.fusion, rerank, settings.rerank)
@@ -205,21 +246,100 @@ def run_pipeline(
         weights=spec.weights,
         candidates=max(settings.fusion.candidates, CHUNK_DEPTH),
     )
-    run: dict[str, dict[str, float]] = {}
-    latencies: list[float] = []
-    total = len(dataset.queries)
-    for i, (qid, query) in enumerate(dataset.queries.items(), start=1):
-        t0 = time.perf_counter()
+
+    def search(query: str) -> SearchOutcome:
         outcome = pipeline.search(query, EVAL_PRINCIPAL, params, options)
         if outcome.degraded:
             raise RampartError(
                 ErrorCode.UNAVAILABLE,
                 f"pipeline {spec.name!r} degraded ({outcome.degraded}); figures would be wrong",
             )
+        return outcome
+
+    if spec.routed:
+        return _routed(pipeline, settings)
+    if spec.chain_beams is None:
+        return lambda query: Retrieved(search(query).hits)
+    chain = ChainRetriever(
+        search,
+        settings.chain.model_copy(update={"beam_width": spec.chain_beams}),
+        build_proposer(settings),
+    )
+
+    def run_chain(query: str) -> Retrieved:
+        result = chain.run(query)
+        return Retrieved(result.hits, result.calls)
+
+    return run_chain
+
+
+ROUTED_DEPTH = 10  # the adaptive pipeline returns what an answer reads: score it at @10 and below
+
+
+def _routed(pipeline: SearchPipeline, settings: RampartSettings) -> QueryPipeline:
+    """The adaptive orchestrator as the gateway builds it, over this pipeline's index (+ fact-check)."""
+    from services.factcheck.checker import build_fact_checker
+    from services.factcheck.stage import FactCheckStage
+    from services.orchestrator.assemble import build_orchestrator
+    from services.orchestrator.orchestrator import Ask
+
+    embedder = pipeline.retriever.embedder
+    full = SearchPipeline(
+        pipeline.retriever,
+        settings.fusion,
+        pipeline.rerank,
+        settings.rerank,
+        FactCheckStage(build_fact_checker(settings, embedder)),
+        settings.factcheck,
+    )
+    orchestrator = build_orchestrator(settings, full, embedder)
+
+    def run(query: str) -> Retrieved:
+        done = orchestrator.run(Ask(query=query, top_k=ROUTED_DEPTH, remember=False), EVAL_PRINCIPAL)
+        if done.outcome.degraded:
+            raise RampartError(
+                ErrorCode.UNAVAILABLE,
+                f"pipeline 'routed' degraded ({done.outcome.degraded}); figures would be wrong",
+            )
+        n = len(done.outcome.hits)  # scores by rank: merged sources carry scores on different scales
+        hits = [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(done.outcome.hits)]
+        return Retrieved(hits, done.calls)
+
+    return run
+
+
+def run_queries(
+    pipeline: QueryPipeline, dataset: BeirDataset, name: str, *, progress: Progress | None = None
+) -> tuple[dict[str, dict[str, float]], list[float], list[int]]:
+    """``(run, latencies_ms, retrieval calls)`` per query; latency covers everything the pipeline does
+    (query embedding, searches, fusion, reranking, every hop of a chain)."""
+    run: dict[str, dict[str, float]] = {}
+    latencies: list[float] = []
+    calls: list[int] = []
+    total = len(dataset.queries)
+    for i, (qid, query) in enumerate(dataset.queries.items(), start=1):
+        t0 = time.perf_counter()
+        got = pipeline(query)
         latencies.append((time.perf_counter() - t0) * 1000)
-        run[qid] = maxp([(h.chunk.doc_id, h.fused) for h in outcome.hits])
+        calls.append(got.calls)
+        run[qid] = maxp([(h.chunk.doc_id, h.fused) for h in got.hits])
         if progress and (i % 25 == 0 or i == total):
-            progress(spec.name, i, total)
+            progress(name, i, total)
+    return run, latencies, calls
+
+
+def run_pipeline(
+    retriever: HybridRetriever,
+    dataset: BeirDataset,
+    spec: PipelineSpec,
+    settings: RampartSettings,
+    *,
+    rerank: RerankStage | None = None,
+    progress: Progress | None = None,
+) -> tuple[dict[str, dict[str, float]], list[float]]:
+    """``(run, latencies_ms)`` of one spec (see :func:`build_pipeline` and :func:`run_queries`)."""
+    pipeline = build_pipeline(retriever, spec, settings, rerank=rerank)
+    run, latencies, _ = run_queries(pipeline, dataset, spec.name, progress=progress)
     return run, latencies
 
 
@@ -244,12 +364,14 @@ def evaluate_pipelines(
     with eval_index(dataset, settings, embedder, cache_root, progress=progress) as (index, info):
         retriever = HybridRetriever(index, embedder)
         for spec in specs:
-            run, latencies = run_pipeline(retriever, dataset, spec, settings, rerank=stage, progress=progress)
+            pipeline = build_pipeline(retriever, spec, settings, rerank=stage)
+            run, latencies, calls = run_queries(pipeline, dataset, spec.name, progress=progress)
             pq = evaluate_run_per_query(dataset.qrels, run, METRICS)
             per_query[spec.name] = pq
             summary[spec.name] = {
                 **{m: sum(v.values()) / max(len(v), 1) for m, v in pq.items()},
                 **latency_summary(latencies),
+                "calls_per_query": sum(calls) / max(len(calls), 1),
             }
         info = {**info, **index.stats()}
     return summary, per_query, info

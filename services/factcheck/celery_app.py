@@ -30,6 +30,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from services.common.errors import ErrorCode, RampartError, invalid
+from services.common.llm_client import llm_model_id
 from services.common.settings import CelerySettings, RampartSettings
 from services.factcheck.evidence import (
     EVIDENCE_VERSION,
@@ -39,7 +40,7 @@ from services.factcheck.evidence import (
     gather_evidence,
     passage_key,
 )
-from services.factcheck.llm_judge import LlmJudge, build_judge, judge_enabled, llm_model_id
+from services.factcheck.llm_judge import LlmJudge, build_judge, judge_enabled
 from services.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)

@@ -14,19 +14,13 @@ no model reply (it may echo the passage), never the API key.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import logging
-import re
-import secrets
 import threading
 from collections.abc import Sequence
-from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.settings import LlmSettings, RampartSettings
 from services.common.verdicts import Verdict
 
@@ -74,17 +68,6 @@ class LlmVerdict(BaseModel):
     reason: str
 
 
-def llm_model_id(settings: LlmSettings) -> str:
-    """``llm:<model>@<host[:port]>``: names the judge in cache keys and model ids, never credentials."""
-    parts = urlsplit(settings.base_url or "")
-    host = parts.hostname or "unset"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"llm:{settings.model}@{host}{f':{port}' if port else ''}"
-
-
 def judge_enabled(settings: RampartSettings) -> bool:
     """Whether the fact-check consults an LLM: an endpoint is set and ``factcheck.use_llm`` allows it."""
     return settings.llm.base_url is not None and settings.factcheck.use_llm
@@ -98,35 +81,17 @@ def build_judge(settings: RampartSettings) -> LlmJudge | None:
 def parse_verdict(reply: str) -> LlmVerdict | None:
     """The first JSON object in ``reply`` as a verdict, or ``None`` unless it has a known ``verdict``
     and a string ``reason`` (models wrap JSON in prose or code fences; anything else is rejected)."""
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", reply):
-        try:
-            obj, _ = decoder.raw_decode(reply, m.start())
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(obj, dict):
-            continue
-        verdict, reason = obj.get("verdict"), obj.get("reason")
-        if not isinstance(verdict, str) or not isinstance(reason, str):
-            return None
-        try:
-            v = Verdict(verdict.strip().lower())
-        except ValueError:
-            return None
-        return LlmVerdict(verdict=v, reason=" ".join(reason.split())[:MAX_REASON_CHARS])
-    return None
-
-
-class _RetryableStatusError(Exception):
-    """HTTP 5xx or 429: the endpoint may answer the same request on another try."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, _RetryableStatusError | httpx.NetworkError | httpx.RemoteProtocolError)
+    obj = first_json_object(reply)
+    if obj is None:
+        return None
+    verdict, reason = obj.get("verdict"), obj.get("reason")
+    if not isinstance(verdict, str) or not isinstance(reason, str):
+        return None
+    try:
+        v = Verdict(verdict.strip().lower())
+    except ValueError:
+        return None
+    return LlmVerdict(verdict=v, reason=" ".join(reason.split())[:MAX_REASON_CHARS])
 
 
 class LlmJudge:
@@ -142,11 +107,7 @@ class LlmJudge:
                 "LlmJudge needs llm.base_url; set RAMPART_LLM__BASE_URL (e.g. http://127.0.0.1:8000/v1)"
             )
         self.settings = settings
-        self._url = settings.base_url.rstrip("/") + "/chat/completions"
-        headers = {"Content-Type": "application/json"}
-        if settings.api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
-        self._client = httpx.Client(timeout=httpx.Timeout(settings.timeout_s), headers=headers)
+        self._chat = ChatClient(settings)
         self._pool: cf.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self.calls = 0
@@ -155,7 +116,7 @@ class LlmJudge:
 
     @property
     def model_id(self) -> str:
-        return llm_model_id(self.settings)
+        return self._chat.model_id
 
     @property
     def unparseable_rate(self) -> float:
@@ -169,7 +130,7 @@ class LlmJudge:
         with self._lock:
             self.calls += 1
         try:
-            reply = self._complete(self._messages(query, passage))
+            reply = self._chat.complete(self._messages(query, passage))
         except Exception as exc:
             self._failed(exc)
             return None
@@ -202,13 +163,12 @@ class LlmJudge:
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
-        self._client.close()
+        self._chat.close()
 
     # ---- internals -------------------------------------------------------------------------------
     @staticmethod
     def _messages(query: str, passage: str) -> list[dict[str, str]]:
-        tag = secrets.token_hex(6)  # unguessable: the passage cannot close its own delimiter
-        open_, close = f"<<<PASSAGE {tag}>>>", f"<<<END PASSAGE {tag}>>>"
+        open_, close = fence("PASSAGE")  # unguessable: the passage cannot close its own delimiter
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
             {
@@ -222,55 +182,9 @@ class LlmJudge:
             },
         ]
 
-    def _complete(self, messages: list[dict[str, str]]) -> str | None:
-        """The reply's text (``None`` if the response has none); raises on transport and HTTP errors
-        after retrying the retryable ones."""
-        body = {
-            "model": self.settings.model,
-            "messages": messages,
-            "temperature": 0,
-            "max_tokens": self.settings.max_tokens,
-        }
-        for attempt in Retrying(
-            stop=stop_after_attempt(self.settings.retries + 1),
-            wait=wait_exponential(multiplier=0.1, max=1.0),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        ):
-            with attempt:
-                response = self._client.post(self._url, json=body)
-                if response.status_code == 429 or response.status_code >= 500:
-                    raise _RetryableStatusError(response.status_code)
-                response.raise_for_status()
-                return _content(response)
-        return None  # pragma: no cover  (Retrying either returns inside the loop or raises)
-
     def _failed(self, exc: Exception) -> None:
         with self._lock:
             self.failures += 1
             count = self.failures
-        if isinstance(exc, httpx.TimeoutException):
-            why = f"no answer within {self.settings.timeout_s:g} s (raise RAMPART_LLM__TIMEOUT_S?)"
-        elif isinstance(exc, httpx.HTTPStatusError | _RetryableStatusError):
-            status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else exc.status
-            hint = {
-                401: "; check RAMPART_LLM__API_KEY",
-                403: "; check RAMPART_LLM__API_KEY",
-                404: "; check RAMPART_LLM__BASE_URL (the API root, e.g. .../v1) and RAMPART_LLM__MODEL",
-            }.get(status, "")
-            why = f"HTTP {status}{hint}"
-        elif isinstance(exc, httpx.HTTPError):
-            why = f"unreachable ({type(exc).__name__}); is the server at RAMPART_LLM__BASE_URL up?"
-        else:
-            why = f"failed ({type(exc).__name__})"
+        why = describe_failure(exc, self.settings)
         log.warning("LLM judge %s: %s; heuristics decide (%d failures so far)", self.model_id, why, count)
-
-
-def _content(response: httpx.Response) -> str | None:
-    """``choices[0].message.content`` of a chat completion, or ``None`` if the body is not one."""
-    try:
-        data: Any = response.json()
-        content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return content if isinstance(content, str) else None

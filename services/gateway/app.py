@@ -26,18 +26,21 @@ from services.common.types import DocumentStatus, Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.rate_limit import RateLimiter
 from services.gateway.schemas import (
+    AnswerRequest,
+    AnswerResponse,
     DeleteResponse,
     ErrorBody,
+    FilteredHit,
     IngestRequest,
     IngestResponse,
+    SearchHit,
     SearchRequest,
     SearchResponse,
-    to_filtered,
-    to_hits,
 )
 from services.ingest.service import Outcome
+from services.orchestrator.messages import PipelineAnswerRequest, PipelineSearchRequest
+from services.orchestrator.pipeline_service import PipelineService
 from services.orchestrator.runtime import Runtime
-from services.retrieval.fusion import Bounds
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ def _error(exc: RampartError, headers: dict[str, str] | None = None) -> JSONResp
 def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     settings = runtime.settings.gateway
     limiter = RateLimiter(settings.rate_limit_per_minute)
+    service = PipelineService(runtime)  # the same request handling as the Ray Serve orchestrator
     registry = CollectorRegistry()
     latency = Histogram(
         "rampart_http_request_seconds", "Gateway request latency", ["route", "status"], registry=registry
@@ -270,65 +274,36 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     async def search(
         body: SearchRequest, request: Request, who: Principal = Depends(principal)
     ) -> SearchResponse:
-        """Hybrid search over the chunks the caller may read (tenant + ACL filtered inside the index)."""
+        """Hybrid search over the chunks the caller may read (tenant + ACL filtered inside the index);
+        with ``adaptive: true``, the routed pipeline (docs/orchestration.md)."""
         require(who, "search")
-        if body.tenant is not None and body.tenant != who.tenant:
-            raise RampartError(
-                ErrorCode.PERMISSION_DENIED,
-                f"this key belongs to tenant {who.tenant!r} and cannot search tenant {body.tenant!r}",
-            )
-        if body.top_k > settings.max_top_k:
-            raise RampartError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"top_k={body.top_k} exceeds the limit of {settings.max_top_k}; ask for fewer results",
-                limit=settings.max_top_k,
-            )
-        if len(body.query) > settings.max_query_chars:
-            raise RampartError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"query is {len(body.query)} characters, the limit is {settings.max_query_chars}",
-            )
-        f = body.fusion
-        params = runtime.search.params(
-            top_k=body.top_k,
-            method=f.method if f else None,
-            weights=f.weights if f else None,
-            rrf_k=f.rrf_k if f else None,
-            candidates=f.candidates if f else None,
-            fill_missing=f.fill_missing if f else None,
-            bounds={k: Bounds(v.low, v.high) for k, v in f.bounds.items()} if f and f.bounds else None,
-            filters=body.filters,
-        )
-        r = body.rerank
-        rerank = runtime.search.rerank_options(
-            enabled=r.enabled if r else None,
-            depth=r.depth if r else None,
-            mode=r.mode if r else None,
-            weight=r.weight if r else None,
-        )
-        fc = body.factcheck
-        factcheck = runtime.search.factcheck_options(
-            enabled=fc.enabled if fc else None,
-            depth=fc.depth if fc else None,
-            min_keep=fc.min_keep if fc else None,
-        )
-        outcome = await run_in_threadpool(runtime.search.search, body.query, who, params, rerank, factcheck)
-        for stage in outcome.degraded:
+        call = PipelineSearchRequest(principal=who, request=body, request_id=request.state.request_id)
+        response = await run_in_threadpool(service.search, call)
+        count(response.degraded, response.results, response.filtered)
+        return response
+
+    @app.post("/v1/answer", tags=["search"], response_model=AnswerResponse, responses=ERROR_RESPONSES)
+    async def answer(
+        body: AnswerRequest, request: Request, who: Principal = Depends(principal)
+    ) -> AnswerResponse:
+        """Answer a question from the verified context, with citations (docs/orchestration.md).
+
+        The adaptive pipeline routes the question, rewrites follow-ups (send the returned session_id
+        with the next turn), chains multi-hop questions, grades and corrects the retrieval, fact-checks
+        it and answers: extractively by default, with the configured LLM when there is one."""
+        require(who, "search")
+        call = PipelineAnswerRequest(principal=who, request=body, request_id=request.state.request_id)
+        response = await run_in_threadpool(service.answer, call)
+        count(response.degraded, response.results, response.filtered)
+        return response
+
+    def count(stages: list[str], hits: list[SearchHit], filtered: list[FilteredHit]) -> None:
+        for stage in stages:
             degraded.labels(stage=stage).inc()
-        for hit in outcome.hits:
-            if hit.judgement is not None:
-                verdicts.labels(verdict=hit.judgement.verdict.value).inc()
-        for judged in outcome.filtered:
+        for hit in hits:
+            if hit.verdict is not None:
+                verdicts.labels(verdict=hit.verdict.verdict.value).inc()
+        for judged in filtered:
             verdicts.labels(verdict=judged.verdict.value).inc()
-        return SearchResponse(
-            query=body.query,
-            results=to_hits(outcome.hits),
-            candidates=outcome.candidates,
-            timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
-            degraded=outcome.degraded,
-            filtered=to_filtered(outcome.filtered),
-            factcheck_fallback=outcome.fallback,
-            request_id=request.state.request_id,
-        )
 
     return app

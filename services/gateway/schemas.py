@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
 from services.common.verdicts import Judgement, Verdict
 from services.ingest.service import IngestResult
+from services.orchestrator.answer import Answer
+from services.orchestrator.orchestrator import Orchestrated
 
 
 class ErrorBody(BaseModel):
@@ -72,8 +74,29 @@ class FactCheckOptionsIn(Strict):
     )
 
 
-class SearchRequest(Strict):
+MAX_HISTORY_TURNS = 200
+
+
+class Conversation(Strict):
+    """Conversation context of an adaptive request: a session the server keeps, or the caller's history."""
+
+    session_id: str | None = Field(
+        default=None, description="From a previous response; omit to start a new session"
+    )
+    history: list[str] | None = Field(
+        default=None,
+        max_length=MAX_HISTORY_TURNS,
+        description="Earlier queries, oldest first, instead of a session (the last sessions.max_turns are used)",
+    )
+
+
+class SearchRequest(Conversation):
     query: str = Field(min_length=1, description="Free text")
+    adaptive: bool = Field(
+        default=False,
+        description="Route the query (Simple/Conversational/Complex), rewrite follow-ups, chain multi-hop "
+        "questions and grade the results (CRAG); false: one hybrid search with the request's knobs",
+    )
     top_k: int = Field(default=10, ge=1, description="Number of chunks to return (capped by the server)")
     tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
     filters: SearchFilters | None = None
@@ -149,6 +172,46 @@ def to_filtered(judgements: list[Judgement]) -> list[FilteredHit]:
     ]
 
 
+class RouteOut(BaseModel):
+    type: str = Field(description="simple, conversational or complex")
+    complexity: str = Field(description="low, medium or high: picks the retrieval parameters")
+    confidence: float
+    reason: str = ""
+
+
+class GradeOut(BaseModel):
+    grade: str = Field(description="CRAG grade of the retrieved set: correct, ambiguous or incorrect")
+    score: float
+    action: str = Field(description="refine, secondary or both")
+    secondary: str | None = Field(default=None, description="The secondary source asked, if any")
+    rewritten_query: str | None = None
+
+
+class HopOut(BaseModel):
+    step: int
+    sub_query: str
+    score: float
+    chunk_ids: list[str]
+
+
+class ChainOut(BaseModel):
+    hops: list[HopOut]
+    score: float
+    stopped: str = Field(description="Why the chain stopped: score, max_steps, no_gain, ...")
+
+
+class AdaptiveOut(BaseModel):
+    """What the adaptive pipeline did with the request."""
+
+    route: RouteOut
+    searched_query: str = Field(description="The query searched (follow-ups are rewritten)")
+    rewrite: str = Field(description="none, rules or llm")
+    grade: GradeOut | None = None
+    chain: ChainOut | None = None
+    retrieval_calls: int
+    session_id: str | None = Field(default=None, description="Send it with the next turn")
+
+
 class SearchResponse(BaseModel):
     query: str
     results: list[SearchHit]
@@ -166,9 +229,82 @@ class SearchResponse(BaseModel):
         default=False,
         description="Fewer than factcheck.min_keep results were RELEVANT: non-adversarial ones were re-admitted",
     )
+    adaptive: AdaptiveOut | None = Field(default=None, description="Present when the request was adaptive")
+    request_id: str
+
+
+class AnswerRequest(Conversation):
+    query: str = Field(min_length=1, description="The question")
+    top_k: int = Field(default=10, ge=1, description="Results returned beside the answer (capped)")
+    tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
+    filters: SearchFilters | None = None
+
+
+class CitationOut(BaseModel):
+    n: int = Field(description="The [n] used in the answer")
+    doc_id: str
+    chunk_id: str
+    title: str
+    source: str
+    quote: str
+
+
+class AnswerResponse(BaseModel):
+    query: str
+    answer: str = Field(description="Empty when nothing verified answers the question")
+    method: str = Field(description="extractive, llm, llm-direct (no retrieval) or none")
+    citations: list[CitationOut]
+    retrieval_skipped: bool = Field(
+        default=False, description="Simple question answered by the LLM without retrieval: not verified"
+    )
+    results: list[SearchHit] = Field(description="The verified results the answer drew on")
+    adaptive: AdaptiveOut
+    degraded: list[str] = Field(default_factory=list)
+    filtered: list[FilteredHit] = Field(default_factory=list)
+    timings_ms: dict[str, float]
     request_id: str
 
 
 class DeleteResponse(BaseModel):
     id: str
     deleted: bool
+
+
+def to_adaptive(o: Orchestrated) -> AdaptiveOut:
+    """The wire form of what the orchestrator did (shared by /v1/search and /v1/answer)."""
+    c = o.corrective
+    return AdaptiveOut(
+        route=RouteOut(
+            type=o.route.type.value,
+            complexity=o.route.complexity.value,
+            confidence=round(o.route.confidence, 4),
+            reason=o.route.reason,
+        ),
+        searched_query=o.searched,
+        rewrite=o.rewrite.method,
+        grade=GradeOut(
+            grade=c.grade.value,
+            score=c.score,
+            action=c.action,
+            secondary=c.secondary,
+            rewritten_query=c.rewritten_query,
+        )
+        if c is not None
+        else None,
+        chain=ChainOut(
+            hops=[
+                HopOut(step=h.step, sub_query=h.sub_query, score=round(h.score, 4), chunk_ids=h.chunk_ids)
+                for h in o.chain.hops
+            ],
+            score=round(o.chain.score, 4),
+            stopped=o.chain.stopped,
+        )
+        if o.chain is not None
+        else None,
+        retrieval_calls=o.calls,
+        session_id=o.session_id,
+    )
+
+
+def to_citations(answer: Answer) -> list[CitationOut]:
+    return [CitationOut(**c.model_dump()) for c in answer.citations]

@@ -34,7 +34,7 @@ DEFAULT_MAX_WORDS: int = ChunkingSettings.model_fields["max_words"].default
 # Words that end with a period but (almost) never end a sentence: titles before names, reference
 # words before numbers, Latin abbreviations, months. Compared lower-cased, without the final period.
 _ABBREVIATION_WORDS = """
-    mr mrs ms mx dr prof rev hon st mt messrs mme mlle gov sen rep pres supt gen col lt capt sgt maj cmdr
+    mr mrs ms mx dr prof rev hon st mt messrs mme mlle gov sen rep pres supt gen col lt capt sgt maj cmdr jr sr
     adm fig figs eq eqs sec secs ch chap ref refs vol vols pp pg tab op ed eds approx ca cf vs v viz e.g
     i.e al et seq resp esp incl nb jan feb mar apr jun jul aug sep sept oct nov dec dept est tel ext
 """

@@ -6,6 +6,8 @@
   its model card and the command that reproduces it) and copied here, so ``make run`` needs no training.
 - ``<models_dir>/contradiction``: the fact-check's claim/evidence classifier, shipped the same way
   (``rampart train contradiction``, ``services/models/artifacts/contradiction``).
+- ``<models_dir>/router``: the query router's weights (a few KB of numpy arrays; ``rampart train
+  router``, ``services/models/artifacts/router``), shipped the same way.
 
 Each builder is idempotent (hash-checked), so re-running is cheap; ``force`` rebuilds.
 """
@@ -22,6 +24,8 @@ RERANKER_DIR = "reranker"
 CONTRADICTION_DIR = "contradiction"
 SHIPPED_RERANKER = Path(__file__).parent / "artifacts" / "reranker"
 SHIPPED_CONTRADICTION = Path(__file__).parent / "artifacts" / "contradiction"
+ROUTER_DIR = "router"
+SHIPPED_ROUTER = Path(__file__).parent / "artifacts" / "router"
 # int8 files of rerankers that earlier releases shipped (before installs were marked "shipped"): an
 # upgrade replaces them with the current one, while a model the user trained is never touched.
 EARLIER_SHIPPED_SHA256 = frozenset({"3681919093fff5a92ca2aa617b5fc665cc9afeb2b707ebe0e9af7fdd98da4a0c"})
@@ -41,7 +45,43 @@ def build_models(
     built["contradiction"] = install_shipped_contradiction(
         models_dir / CONTRADICTION_DIR, force=force, progress=progress
     )
+    built["router"] = install_shipped_router(models_dir / ROUTER_DIR, force=force, progress=progress)
     return built
+
+
+def install_shipped_router(
+    dest: Path, *, force: bool = False, progress: Callable[[str], None] | None = None
+) -> Path:
+    """Copy the committed query router to ``dest``: a shipped one is refreshed, one the user trained
+    and installed (no ``shipped`` mark) is kept unless ``force``."""
+    import json
+
+    from services.models.router_train import install_router
+    from services.orchestrator.router import WEIGHTS_FILE, RouterWeights
+
+    say = progress or (lambda _m: None)
+    try:
+        RouterWeights.load(SHIPPED_ROUTER)
+    except RampartError as exc:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"the shipped router at {SHIPPED_ROUTER} is missing or corrupt ({exc.message}); restore it "
+            "from git or rebuild it with `rampart train router --install`",
+        ) from exc
+    manifest_path = dest / "manifest.json"
+    if not force and manifest_path.is_file() and (dest / WEIGHTS_FILE).is_file():
+        current = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if (dest / WEIGHTS_FILE).read_bytes() == (SHIPPED_ROUTER / WEIGHTS_FILE).read_bytes():
+            say(f"router: up to date at {dest}")
+            return dest
+        if current.get(SHIPPED_MARK) is not True:
+            say(f"router: keeping the installed {current.get('model_id')} (--force restores the shipped one)")
+            return dest
+    install_router(SHIPPED_ROUTER, dest)
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest_path.write_text(json.dumps({**manifest, SHIPPED_MARK: True}, indent=2) + "\n", encoding="utf-8")
+    say(f"router: installed {manifest.get('model_id')} at {dest}")
+    return dest
 
 
 def install_shipped_reranker(

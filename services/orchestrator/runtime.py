@@ -8,7 +8,8 @@ own factory.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from services.common.settings import RampartSettings
 from services.factcheck.checker import FactChecker, build_fact_checker
@@ -21,6 +22,9 @@ from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder, build_embedder
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import SearchIndex, open_index
+
+if TYPE_CHECKING:
+    from services.orchestrator.orchestrator import Orchestrator
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,17 @@ class Runtime:
     reranker: Reranker | None = None
     owns_reranker: bool = True  # False when the caller passed one in (it closes it)
     fact_checker: FactChecker | None = None
+    _orchestrator: Orchestrator | None = field(default=None, repr=False)
+
+    @property
+    def orchestrator(self) -> Orchestrator:
+        """The adaptive pipeline (router, chains, CRAG, answers), built on first use: plain search
+        needs none of it, and ``rampart serve`` touches it at start-up so a missing model fails early."""
+        if self._orchestrator is None:
+            from services.orchestrator.assemble import build_orchestrator
+
+            self._orchestrator = build_orchestrator(self.settings, self.search, self.embedder)
+        return self._orchestrator
 
     @classmethod
     def open(
@@ -72,6 +87,8 @@ class Runtime:
         return cls(settings, embedder, index, ingest, search, reranker, owns, checker)
 
     def close(self) -> None:
+        if self._orchestrator is not None:
+            self._orchestrator.close()
         if self.fact_checker is not None:
             self.fact_checker.close()
         self.index.close()

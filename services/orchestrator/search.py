@@ -104,7 +104,9 @@ class SearchPipeline:
         peers = fc.context_depth if fc.enabled else 0
         need = max(wanted, opts.depth if opts.enabled else 0, judge, peers)
         # the fact-check clusters results by their stored embeddings instead of embedding them again
-        outcome = self.retriever.search(query, principal, replace(params, top_k=need, vectors=fc.enabled))
+        outcome = self.retriever.search(
+            query, principal, replace(params, top_k=need, vectors=params.vectors or fc.enabled)
+        )
         if opts.enabled:
             result = self.rerank.apply(
                 query, outcome.hits, depth=opts.depth, mode=opts.mode, weight=opts.weight
@@ -114,21 +116,28 @@ class SearchPipeline:
             outcome.candidates["reranked"] = result.reranked
             outcome.degraded += result.degraded
         if fc.enabled:
-            # only judged results go on: a filtered one is not replaced by an unjudged one from below
-            checked = self.factcheck.apply(
-                query,
-                outcome.hits[: max(judge, peers)],
-                depth=judge,
-                min_keep=fc.min_keep,
-                deadline_s=fc.deadline_s,
-                context_depth=peers,
-            )
-            outcome.hits = checked.hits
-            outcome.timings_ms["factcheck"] = checked.ms
-            outcome.candidates["judged"] = checked.judged
-            outcome.candidates["filtered"] = len(checked.filtered)
-            outcome.filtered = checked.filtered
-            outcome.fallback = checked.fallback
-            outcome.degraded += checked.degraded
+            self.check(query, outcome, fc, judge=judge)
         outcome.hits = outcome.hits[:wanted]
         return outcome
+
+    def check(self, query: str, outcome: SearchOutcome, fc: FactCheckOptions, *, judge: int) -> None:
+        """Fact-check ``outcome.hits`` in place: the top ``judge`` are judged, the results down to
+        ``fc.context_depth`` are read as near-duplicate peers; the orchestrator calls this once on a
+        chain's or a corrective search's merged results."""
+        peers = fc.context_depth
+        # only judged results go on: a filtered one is not replaced by an unjudged one from below
+        checked = self.factcheck.apply(
+            query,
+            outcome.hits[: max(judge, peers)],
+            depth=judge,
+            min_keep=fc.min_keep,
+            deadline_s=fc.deadline_s,
+            context_depth=peers,
+        )
+        outcome.hits = checked.hits
+        outcome.timings_ms["factcheck"] = checked.ms
+        outcome.candidates["judged"] = checked.judged
+        outcome.candidates["filtered"] = len(checked.filtered)
+        outcome.filtered = checked.filtered
+        outcome.fallback = checked.fallback
+        outcome.degraded += checked.degraded

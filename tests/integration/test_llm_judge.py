@@ -7,13 +7,10 @@ SmolLM2-135M judges trivial facts wrong about half the time, so the tests agains
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ from services.factcheck.llm_judge import LlmJudge, LlmVerdict, build_judge
 from services.retrieval.embedder import Embedder
 from tests.integration.llm_server import LlamaServer
 from tests.integration.redis_server import CeleryWorker, RedisServer, celery_settings
+from tests.integration.scripted_llm import Scripted, chat
 
 pytestmark = pytest.mark.integration
 
@@ -58,63 +56,6 @@ def real_judge(server: LlamaServer, **kw: Any) -> LlmJudge:
 
 def completions(server: LlamaServer) -> int:
     return server.log().count("POST /v1/chat/completions")
-
-
-# ---- a scripted loopback server --------------------------------------------------------------------
-class Scripted:
-    """``http.server`` on 127.0.0.1 answering every POST from ``reply(n)`` (n = request number): a
-    (status, body) pair, or a number of seconds to sleep before answering (a silent server)."""
-
-    def __init__(self, reply: Callable[[int], tuple[int, str] | float]) -> None:
-        self.requests: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.requests.append({"headers": dict(self.headers), "body": json.loads(body)})
-                what = reply(len(outer.requests))
-                if isinstance(what, float):
-                    time.sleep(what)
-                    what = (200, chat(""))
-                status, text = what
-                data = text.encode()
-                with contextlib.suppress(OSError):  # the client may have given up (timeout test)
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> Scripted:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def chat(content: str) -> str:
-    """An OpenAI chat-completion body whose message is ``content``."""
-    return json.dumps(
-        {
-            "id": "x",
-            "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
-        }
-    )
 
 
 # ---- against SmolLM2 -------------------------------------------------------------------------------

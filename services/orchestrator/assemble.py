@@ -1,0 +1,60 @@
+"""Builds the :class:`Orchestrator` and its stages from settings, once (called by ``Runtime.open``)."""
+
+from __future__ import annotations
+
+from services.common.llm_client import ChatClient
+from services.common.settings import RampartSettings
+from services.orchestrator.answer import ExtractiveAnswerer, LlmAnswerer
+from services.orchestrator.corrective import CorrectiveRetrieval
+from services.orchestrator.grading import RetrievalGrader
+from services.orchestrator.orchestrator import Orchestrator
+from services.orchestrator.refine import KnowledgeRefiner
+from services.orchestrator.rewrite import ConversationalRewriter
+from services.orchestrator.rewrite_query import QueryRewriter
+from services.orchestrator.router import build_router
+from services.orchestrator.search import SearchPipeline
+from services.orchestrator.secondary import build_secondary
+from services.orchestrator.sessions import build_session_store
+from services.orchestrator.subqueries import HeuristicProposer, LlmProposer, Proposer
+from services.retrieval.embedder import Embedder
+
+
+def build_orchestrator(
+    settings: RampartSettings, pipeline: SearchPipeline, embedder: Embedder
+) -> Orchestrator:
+    llm = settings.llm if settings.llm.base_url is not None and settings.answer.use_llm else None
+
+    def similarity(query: str, names: list[str]) -> list[float]:
+        vecs = embedder.embed([query, *names])
+        return [max(0.0, float(v @ vecs[0])) for v in vecs[1:]]
+
+    rewriter = ConversationalRewriter(
+        similarity,
+        alpha=settings.sessions.alpha,
+        llm=ChatClient(llm) if llm is not None else None,
+        max_chars=settings.gateway.max_query_chars,
+    )
+    corrective = None
+    if settings.grading.enabled:
+        corrective = CorrectiveRetrieval(
+            RetrievalGrader(settings.grading, settings.factcheck),
+            KnowledgeRefiner(embedder, settings.grading),
+            QueryRewriter(llm),
+            settings.grading,
+            build_secondary(settings.grading.secondary, pipeline),
+            trace_content=settings.trace_content,
+        )
+    proposer: Proposer = LlmProposer(llm, HeuristicProposer()) if llm is not None else HeuristicProposer()
+    return Orchestrator(
+        settings,
+        pipeline,
+        rewriter,
+        build_session_store(settings.sessions),
+        ExtractiveAnswerer(embedder, settings.answer.max_sentences),
+        router=build_router(settings, embedder),
+        corrective=corrective,
+        proposer=proposer,
+        llm_answerer=LlmAnswerer(ChatClient(llm), settings.answer.max_context_chars)
+        if llm is not None
+        else None,
+    )

@@ -1,0 +1,295 @@
+"""Chain-of-retrieval for Complex queries: beam search over retrieval chains (CoRAG, papers.md §5).
+
+Step 1 searches the question; each of its best ``B`` results starts a beam (so a wrong top-1 does not
+doom the chain). Every later step asks the proposer for next sub-queries of every live beam, spends
+``B`` retrieval calls on the best (beam score + proposal prior), and each call extends its beam by the
+best passage it found that the beam does not hold yet (the hop's *lead*). A chain's score is
+
+    (1 - w) * coverage + w * relevance
+
+where ``coverage`` is the share of the question's content terms the leads contain and ``relevance``
+the mean cross-encoder probability (sigmoid of the rerank logit; the fused score without a reranker)
+of each lead for the query that found it. Work is bounded whatever the input: at most
+``1 + B * (max_steps - 1)`` calls. The search stops early when step 1's top two already cover the
+question's terms (``stop_score``; single-fact and comparison questions usually do), when the best
+chain reaches ``stop_score``, when a step raises no chain's coverage (it found nothing the question
+asked for), when no beam gains a new lead, or when no proposal's prior reaches ``min_prior`` (a weak
+guess is not worth a retrieval call).
+
+The result ranks the best chain's evidence first — each hop's lead, greedily by the question terms it
+adds, then the hops' other results round-robin — deduplicated by chunk, then the rest of step 1's
+results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from services.common.errors import invalid
+from services.common.settings import ChainSettings
+from services.common.tracing import content_attributes, stage_span
+from services.common.types import ScoredChunk
+from services.factcheck.text import terms
+from services.orchestrator.plan import Searcher
+from services.orchestrator.subqueries import HeuristicProposer, Proposer, coverage, passage_text
+from services.retrieval.hybrid import SearchOutcome
+
+POOL_DEPTH = 30  # step-1 results whose titles count as link targets (the reranked head)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One retrieval of a chain: its sub-query, where it sits, what it found, the chain's score after it."""
+
+    sub_query: str
+    step: int
+    beam: int
+    chunk_ids: list[str]
+    score: float
+    kind: str = "question"  # question | link | span | question-entity | terms | llm
+
+
+@dataclass
+class ChainResult:
+    hits: list[ScoredChunk]
+    hops: list[Hop]  # the best chain's hops, in order
+    score: float
+    calls: int  # retrieval calls spent, over all beams
+    steps: int
+    stopped: str  # covered | score | max_steps | no_gain | no_new_evidence | no_proposals | empty
+    explored: list[Hop] = field(default_factory=list)  # every hop tried, for the trace and debugging
+    degraded: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Beam:
+    index: int
+    hops: tuple[Hop, ...]
+    hop_hits: tuple[tuple[ScoredChunk, ...], ...]
+    leads: tuple[ScoredChunk, ...]
+    relevances: tuple[float, ...]
+    coverage: float
+    score: float
+    origin: int  # step-1 rank of the first lead
+
+    @property
+    def asked(self) -> list[str]:
+        return [h.sub_query for h in self.hops] + [h.chunk.title for h in self.leads]
+
+
+def relevance(hit: ScoredChunk) -> float:
+    """The cross-encoder's probability that ``hit`` answers the query that found it, in [0, 1]."""
+    logit = hit.scores.get("rerank")
+    if logit is not None and math.isfinite(logit):
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, logit))))
+    return max(0.0, min(1.0, hit.fused))
+
+
+class ChainRetriever:
+    """Beam search over retrieval chains; one instance serves many queries (it keeps no state)."""
+
+    def __init__(
+        self,
+        searcher: Searcher,
+        settings: ChainSettings,
+        proposer: Proposer | None = None,
+        *,
+        trace_content: bool = False,
+    ) -> None:
+        self.searcher = searcher
+        self.settings = settings
+        self.proposer = proposer or HeuristicProposer()
+        self.trace_content = trace_content
+
+    def max_calls(self) -> int:
+        s = self.settings
+        return 1 + s.beam_width * (s.max_steps - 1)
+
+    def run(self, question: str) -> ChainResult:
+        if not question.strip():
+            raise invalid("query is blank; send the words to search for")
+        with stage_span(
+            "rampart.chain",
+            beam_width=self.settings.beam_width,
+            max_steps=self.settings.max_steps,
+            **content_attributes(self.trace_content, query=question),
+        ) as span:
+            result = self._run(question)
+            span.set_attributes(
+                {
+                    "calls": result.calls,
+                    "steps": result.steps,
+                    "stopped": result.stopped,
+                    "score": result.score,
+                }
+            )
+            return result
+
+    # ---- the search ------------------------------------------------------------------------------
+    def _run(self, question: str) -> ChainResult:
+        s = self.settings
+        memo: dict[str, SearchOutcome] = {}
+        explored: list[Hop] = []
+        degraded: list[str] = []
+
+        def search(query: str, step: int, beam: int) -> SearchOutcome:
+            key = " ".join(query.lower().split())
+            with stage_span(
+                "rampart.chain.hop",
+                step=step,
+                beam=beam,
+                cached=key in memo,
+                **content_attributes(self.trace_content, sub_query=query),
+            ) as span:
+                if key not in memo:
+                    memo[key] = self.searcher(query)
+                    degraded.extend(d for d in memo[key].degraded if d not in degraded)
+                span.set_attribute("hits", len(memo[key].hits))
+                return memo[key]
+
+        first = search(question, 1, 0).hits
+        if not first:
+            return ChainResult([], [], 0.0, len(memo), 1, "empty", explored, degraded)
+        pool = list(first[:POOL_DEPTH])
+        pooled = {h.chunk.chunk_id for h in pool}
+        beams: list[_Beam] = []
+        for i, lead in enumerate(first[: s.beam_width]):
+            hits = (lead, *[h for h in first[: s.hop_k] if h.chunk.chunk_id != lead.chunk.chunk_id])
+            hop = Hop(question, 1, i, [h.chunk.chunk_id for h in hits], 0.0)
+            beams.append(self._extend(None, i, question, hop, hits, relevance(lead)))
+        explored += [b.hops[-1] for b in beams]
+        finished: list[_Beam] = []
+        stopped, step = "max_steps", 1
+        # The top two hold every question term and both look relevant: a two-passage answer is there.
+        if coverage(question, first[:2]) >= s.stop_score and all(relevance(h) >= 0.5 for h in first[:2]):
+            beams, stopped = beams[:1], "covered"
+        while stopped == "max_steps":
+            best = max(beams + finished, key=lambda b: b.score)
+            if best.score >= s.stop_score:
+                stopped = "score"
+                break
+            if step >= s.max_steps:
+                break
+            step += 1
+            candidates = []
+            for beam in beams:
+                proposals = self.proposer.propose(
+                    question, beam.leads, pool, limit=s.beam_width, exclude=beam.asked
+                )
+                candidates += [(beam.score + p.prior, beam, p) for p in proposals if p.prior >= s.min_prior]
+            if not candidates:
+                stopped = "no_proposals"
+                break
+            candidates.sort(key=lambda c: -c[0])
+            grown: list[_Beam] = []
+            for _, beam, p in candidates[: s.beam_width]:
+                outcome = search(p.text, step, beam.index)
+                # The hop's lead is its best passage that is not a lead yet (it may have been a lower
+                # result of an earlier hop: the sub-query promotes it); the rest is context.
+                leads = {h.chunk.chunk_id for h in beam.leads}
+                new = tuple(h for h in outcome.hits if h.chunk.chunk_id not in leads)[: s.hop_k]
+                for h in outcome.hits[:POOL_DEPTH]:
+                    if h.chunk.chunk_id not in pooled:
+                        pooled.add(h.chunk.chunk_id)
+                        pool.append(h)
+                if not new:
+                    continue
+                hop = Hop(p.text, step, len(grown), [h.chunk.chunk_id for h in new], 0.0, p.kind)
+                child = self._extend(beam, len(grown), question, hop, new, relevance(new[0]))
+                explored.append(child.hops[-1])
+                grown.append(child)
+            if not grown:
+                stopped = "no_new_evidence"
+                break
+            gained = any(
+                c.coverage > parent.coverage + 1e-9
+                for c in grown
+                for parent in beams
+                if parent.hops == c.hops[:-1]
+            )
+            finished = sorted(finished + beams, key=lambda b: -b.score)[: s.beam_width]
+            beams = sorted(grown, key=lambda b: -b.score)[: s.beam_width]
+            if not gained:
+                stopped = "no_gain"
+                break
+        # ties: the chain that starts from the better step-1 result, then the longer one
+        best = max(beams + finished, key=lambda b: (b.score, -b.origin, len(b.leads)))
+        return ChainResult(
+            hits=_ranked(question, best, first),
+            hops=list(best.hops),
+            score=best.score,
+            calls=len(memo),
+            steps=step,
+            stopped=stopped,
+            explored=explored,
+            degraded=degraded,
+        )
+
+    def _extend(
+        self,
+        parent: _Beam | None,
+        index: int,
+        question: str,
+        hop: Hop,
+        hits: Sequence[ScoredChunk],
+        rel: float,
+    ) -> _Beam:
+        leads = (*(parent.leads if parent else ()), hits[0])
+        relevances = (*(parent.relevances if parent else ()), rel)
+        cov = coverage(question, leads)
+        w = self.settings.relevance_weight
+        # A lead the cross-encoder finds relevant (p >= 0.5) counts fully: a useful extra hop must not
+        # lower the chain's score, an off-topic one does.
+        support = sum(min(1.0, 2.0 * r) for r in relevances) / len(relevances)
+        score = round((1.0 - w) * cov + w * support, 6)
+        done = Hop(hop.sub_query, hop.step, index, hop.chunk_ids, score, hop.kind)
+        return _Beam(
+            index=index,
+            hops=(*(parent.hops if parent else ()), done),
+            hop_hits=(*(parent.hop_hits if parent else ()), tuple(hits)),
+            leads=leads,
+            relevances=relevances,
+            coverage=cov,
+            score=score,
+            origin=parent.origin if parent else index,
+        )
+
+
+def _cover_order(question: str, leads: Sequence[ScoredChunk]) -> list[ScoredChunk]:
+    """Leads greedily by how many still-uncovered question terms each adds (ties: hop order), so a
+    lead that a later hop made redundant (a near-miss of step 1) drops behind the ones the answer needs."""
+    wanted = set(terms(question))
+    have: set[str] = set()
+    left = list(leads)
+    out: list[ScoredChunk] = []
+    while left:
+        gains = [len((wanted & set(terms(passage_text(h)))) - have) for h in left]
+        i = max(range(len(left)), key=lambda j: (gains[j], -j))
+        if gains[i] == 0:
+            break
+        have |= wanted & set(terms(passage_text(left[i])))
+        out.append(left.pop(i))
+    return out + left
+
+
+def _ranked(question: str, beam: _Beam, first: Sequence[ScoredChunk]) -> list[ScoredChunk]:
+    """Leads in greedy coverage order, the hops' other results round-robin, then step 1's rest; one
+    entry per chunk.
+
+    ``fused`` is rewritten to a descending rank score so consumers that sort by it keep this order.
+    """
+    order: list[ScoredChunk] = _cover_order(question, beam.leads)
+    depth = max(len(h) for h in beam.hop_hits)
+    order += [hits[r] for r in range(1, depth) for hits in beam.hop_hits if r < len(hits)]
+    order += list(first)
+    seen: set[str] = set()
+    out: list[ScoredChunk] = []
+    for hit in order:
+        if hit.chunk.chunk_id in seen:
+            continue
+        seen.add(hit.chunk.chunk_id)
+        out.append(hit)
+    n = len(out)
+    return [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(out)]

@@ -1,0 +1,109 @@
+"""The orchestrator's HTTP face (FastAPI), over any backend: a Serve handle or the in-process service.
+
+It authenticates nothing: the gateway in front of it does, and sends the principal in the body.
+Errors are ``{code, message, details}`` with the gateway's status mapping.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from services.common.errors import ErrorCode, RampartError
+from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
+from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
+from services.orchestrator.pipeline_service import PipelineService
+
+log = logging.getLogger(__name__)
+
+ERRORS: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody} for c in (400, 403, 413, 500, 503)}
+
+
+class OrchestratorBackend(Protocol):
+    async def search(self, call: PipelineSearchRequest) -> PipelineReply: ...
+
+    async def answer(self, call: PipelineAnswerRequest) -> PipelineReply: ...
+
+    async def readiness(self) -> dict[str, Any]:
+        """Raise ``RampartError`` when the pipeline cannot serve."""
+        ...
+
+
+class InProcessBackend:
+    """The embedded mode: the service in this process, its blocking work off the event loop."""
+
+    def __init__(self, service: PipelineService) -> None:
+        self.service = service
+
+    async def search(self, call: PipelineSearchRequest) -> PipelineReply:
+        return await run_in_threadpool(self.service.reply, call)
+
+    async def answer(self, call: PipelineAnswerRequest) -> PipelineReply:
+        return await run_in_threadpool(self.service.reply, call)
+
+    async def readiness(self) -> dict[str, Any]:
+        await run_in_threadpool(self.service.check_health)
+        return await run_in_threadpool(self.service.readiness)
+
+
+def _error(exc: RampartError) -> JSONResponse:
+    return JSONResponse(exc.to_dict(), status_code=exc.http_status)
+
+
+def create_orchestrator_app(backend: OrchestratorBackend) -> FastAPI:
+    app = FastAPI(
+        title="Rampart orchestrator",
+        version="0.1.0",
+        description="Internal: called by the gateway, which authenticates and passes the principal.",
+    )
+
+    @app.exception_handler(RampartError)
+    async def rampart_error(request: Request, exc: RampartError) -> JSONResponse:
+        return _error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"field": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
+            for e in exc.errors()[:20]
+        ]
+        first = problems[0] if problems else {"field": "body", "problem": "invalid"}
+        return _error(
+            RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"invalid request: {first['field']}: {first['problem']}",
+                errors=problems,
+            )
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error in the orchestrator ingress")
+        return _error(RampartError(ErrorCode.INTERNAL, "internal error in the orchestrator; see its logs"))
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """Liveness of this ingress."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], responses=ERRORS)
+    async def readyz() -> dict[str, Any]:
+        """Readiness of the pipeline behind it (index open, in-process models ready)."""
+        return await backend.readiness()
+
+    @app.post("/v1/search", tags=["search"], response_model=SearchResponse, responses=ERRORS)
+    async def search(call: PipelineSearchRequest) -> SearchResponse:
+        """Search as the given principal (tenant + ACL filtered inside the index)."""
+        return (await backend.search(call)).unwrap()
+
+    @app.post("/v1/answer", tags=["search"], response_model=AnswerResponse, responses=ERRORS)
+    async def answer(call: PipelineAnswerRequest) -> AnswerResponse:
+        """Answer as the given principal, with citations (docs/orchestration.md)."""
+        return (await backend.answer(call)).unwrap_answer()
+
+    return app

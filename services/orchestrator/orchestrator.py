@@ -1,0 +1,330 @@
+"""The adaptive pipeline (issue 5): route → rewrite → retrieve (one shot or a chain) → grade and
+correct → fact-check → answer, for one request of one principal.
+
+The same object serves the embedded gateway, ``rampart eval`` (pipeline ``routed``) and the Ray Serve
+deployment; it only talks to stages through their Protocols, so remote stages slot in (issue 6).
+Work is bounded whatever the input: the history is cut to ``sessions.max_turns``, chains stop at
+``chain.max_steps``, a slow secondary source degrades to primary results only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from services.common.errors import invalid
+from services.common.settings import RampartSettings, RoutePlan
+from services.common.tracing import content_attributes, stage_span
+from services.common.types import Principal, ScoredChunk, SearchFilters
+from services.orchestrator.answer import Answer, ContextPassage, ExtractiveAnswerer, LlmAnswerer
+from services.orchestrator.chain import ChainResult, ChainRetriever
+from services.orchestrator.corrective import CorrectiveResult, CorrectiveRetrieval
+from services.orchestrator.entities import mentions
+from services.orchestrator.fact_graph import FactGraph
+from services.orchestrator.plan import Complexity, QueryType, Route
+from services.orchestrator.rewrite import ConversationalRewriter, Rewrite
+from services.orchestrator.router import QueryRouter
+from services.orchestrator.search import SearchPipeline
+from services.orchestrator.sessions import Session, SessionStore, Turn, new_session
+from services.orchestrator.subqueries import Proposer
+from services.retrieval.hybrid import SearchOutcome, SearchParams
+
+RESULT_ENTITY_HITS = 3  # top results whose entities join the session's fact graph
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One request to the orchestrator (the gateway's /v1/search adaptive mode and /v1/answer)."""
+
+    query: str
+    top_k: int = 10
+    session_id: str | None = None
+    history: tuple[str, ...] = ()
+    filters: SearchFilters | None = None
+    answer: bool = False
+    force_chain: bool = False  # evaluation: chain-of-retrieval whatever the route
+    remember: bool = True  # start a session when none is given (evaluation: no)
+
+
+@dataclass
+class Orchestrated:
+    query: str
+    searched: str  # the query actually searched (rewritten for Conversational turns)
+    route: Route
+    rewrite: Rewrite
+    outcome: SearchOutcome
+    calls: int  # retrieval calls spent (chain hops and corrective searches included)
+    session_id: str | None
+    chain: ChainResult | None = None
+    corrective: CorrectiveResult | None = None
+    answer: Answer | None = None
+    context: list[ContextPassage] = field(default_factory=list)  # what the answer was drawn from
+    retrieval_skipped: bool = False
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def plan_weights(plan: RoutePlan) -> dict[str, float]:
+    """BM25/dense weights of a plan; the KG's share is spread over them until a KG is indexed."""
+    total = plan.bm25_weight + plan.dense_weight
+    if total <= 0:
+        return {"bm25": 0.5, "dense": 0.5}
+    return {"bm25": plan.bm25_weight / total, "dense": plan.dense_weight / total}
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        settings: RampartSettings,
+        pipeline: SearchPipeline,
+        rewriter: ConversationalRewriter,
+        sessions: SessionStore,
+        extractive: ExtractiveAnswerer,
+        *,
+        router: QueryRouter | None = None,
+        corrective: CorrectiveRetrieval | None = None,
+        proposer: Proposer | None = None,
+        llm_answerer: LlmAnswerer | None = None,
+    ) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        self.rewriter = rewriter
+        self.sessions = sessions
+        self.extractive = extractive
+        self.router = router
+        self.corrective = corrective
+        self.proposer = proposer
+        self.llm_answerer = llm_answerer
+
+    # ---- the request ------------------------------------------------------------------------------
+    def run(self, ask: Ask, principal: Principal) -> Orchestrated:
+        if not ask.query.strip():
+            raise invalid("query is blank; send the words to search for")
+        timings: dict[str, float] = {}
+        trace = self.settings.trace_content
+        with stage_span(
+            "rampart.orchestrate", answer=ask.answer, **content_attributes(trace, query=ask.query)
+        ) as span:
+            session = self._session(ask, principal)
+            history = list(ask.history) if ask.history else (session.history() if session else [])
+            history = history[-self.settings.sessions.max_turns :]
+            graph = session.graph if session is not None else _graph_of(history)
+
+            t0 = time.perf_counter()
+            route = self._route(ask.query, history)
+            timings["route"] = _ms(t0)
+            span.set_attributes(
+                {
+                    "route.type": route.type.value,
+                    "route.complexity": route.complexity.value,
+                    "route.confidence": route.confidence,
+                }
+            )
+
+            rewrite = Rewrite(ask.query, "none")
+            if route.type is QueryType.CONVERSATIONAL:
+                t0 = time.perf_counter()
+                with stage_span("rampart.rewrite") as rs:
+                    rewrite = self.rewriter.rewrite(ask.query, history, graph)
+                    rs.set_attributes(
+                        {"method": rewrite.method, **content_attributes(trace, rewritten=rewrite.query)}
+                    )
+                timings["rewrite"] = _ms(t0)
+
+            if (
+                ask.answer
+                and route.type is QueryType.SIMPLE
+                and self.llm_answerer is not None
+                and not ask.force_chain
+            ):
+                done = self._direct(ask, route, rewrite, session, timings)
+                if done is not None:
+                    self._remember(session, ask.query, rewrite.query, route, [])
+                    return done
+
+            result = self._retrieve(ask, principal, route, rewrite.query, timings)
+            result.rewrite = rewrite
+            if ask.answer:
+                t0 = time.perf_counter()
+                result.answer = self._answer(rewrite.query, result, route)
+                timings["answer"] = _ms(t0)
+            self._remember(session, ask.query, rewrite.query, route, result.outcome.hits)
+            result.session_id = session.id if session is not None else None
+            result.timings_ms = {**result.outcome.timings_ms, **timings}
+            span.set_attributes(
+                {
+                    "calls": result.calls,
+                    "results": len(result.outcome.hits),
+                    "degraded": ",".join(result.outcome.degraded),
+                }
+            )
+            return result
+
+    def close(self) -> None:
+        self.sessions.close()
+        if self.corrective is not None:
+            self.corrective.close()
+
+    # ---- stages -----------------------------------------------------------------------------------
+    def _session(self, ask: Ask, principal: Principal) -> Session | None:
+        if ask.session_id:
+            return self.sessions.load(principal, ask.session_id)
+        if ask.history or not ask.remember:
+            return None  # the caller keeps its own history, or wants none
+        return new_session(principal)
+
+    def _route(self, query: str, history: list[str]) -> Route:
+        if self.router is None:
+            kind = QueryType.CONVERSATIONAL if history else QueryType.SIMPLE
+            return Route(kind, Complexity.MEDIUM, 1.0, reason="routing disabled: medium plan, one search")
+        return self.router.classify(query, history)
+
+    def _plan(self, route: Route) -> RoutePlan:
+        return self.settings.routing.plans[route.complexity.value]
+
+    def _params(self, ask: Ask, plan: RoutePlan, routed: bool) -> SearchParams:
+        fc = self.pipeline.factcheck_options()
+        top = max(ask.top_k, plan.context_k, fc.context_depth if fc.enabled else 0)
+        if not routed:
+            return replace(self.pipeline.params(top_k=top, filters=ask.filters), vectors=fc.enabled)
+        return replace(
+            self.pipeline.params(
+                top_k=top, weights=plan_weights(plan), candidates=plan.candidates, filters=ask.filters
+            ),
+            vectors=fc.enabled,
+        )
+
+    def _retrieve(
+        self, ask: Ask, principal: Principal, route: Route, query: str, timings: dict[str, float]
+    ) -> Orchestrated:
+        plan = self._plan(route)
+        params = self._params(ask, plan, self.router is not None)
+        rerank = self.pipeline.rerank_options()
+        no_check = replace(self.pipeline.factcheck_options(), enabled=False)
+        calls = 0
+
+        def searcher(q: str) -> SearchOutcome:
+            nonlocal calls
+            calls += 1
+            return self.pipeline.search(q, principal, params, rerank, no_check)
+
+        chain: ChainResult | None = None
+        t0 = time.perf_counter()
+        if ask.force_chain or route.type is QueryType.COMPLEX:
+            chain = ChainRetriever(
+                searcher, self.settings.chain, self.proposer, trace_content=self.settings.trace_content
+            ).run(query)
+            outcome = SearchOutcome(
+                hits=chain.hits,
+                timings_ms={},
+                candidates={"chain_hops": len(chain.hops)},
+                degraded=list(chain.degraded),
+            )
+        else:
+            outcome = searcher(query)
+        timings["retrieve"] = _ms(t0)
+
+        corrective: CorrectiveResult | None = None
+        if self.corrective is not None:
+            t0 = time.perf_counter()
+            corrective = self.corrective.run(query, principal, outcome, searcher)
+            outcome.hits = corrective.hits
+            outcome.degraded += corrective.degraded
+            timings["crag"] = _ms(t0)
+
+        fc = self.pipeline.factcheck_options()
+        if fc.enabled:
+            self.pipeline.check(query, outcome, fc, judge=max(fc.depth, ask.top_k))
+        outcome.hits = outcome.hits[: max(ask.top_k, plan.context_k)]
+        return Orchestrated(
+            query=ask.query,
+            searched=query,
+            route=route,
+            rewrite=Rewrite(query, "none"),  # the caller sets the real one
+            outcome=outcome,
+            calls=calls,
+            session_id=None,
+            chain=chain,
+            corrective=corrective,
+        )
+
+    def _context(self, result: Orchestrated, route: Route) -> list[ContextPassage]:
+        """The verified context: refined strips of the results that passed the fact-check, else the
+        passages themselves, at most the plan's ``context_k``."""
+        k = self._plan(route).context_k
+        kept = result.outcome.hits[:k]
+        ids = {h.chunk.chunk_id for h in kept}
+        by_id = {h.chunk.chunk_id: h for h in kept}
+        if result.corrective is not None:
+            passages: list[ContextPassage] = []
+            for group in result.corrective.refined.groups():
+                head = group[0]
+                if head.chunk_id in ids:
+                    hit = by_id[head.chunk_id]
+                    passages.append(_passage(hit, " ".join(s.text for s in group)))
+            if passages:
+                return passages
+        return [_passage(h, h.chunk.text) for h in kept]
+
+    def _answer(self, query: str, result: Orchestrated, route: Route) -> Answer:
+        context = result.context = self._context(result, route)
+        if self.llm_answerer is not None:
+            got = self.llm_answerer.answer(query, context)
+            if got is not None:
+                return got
+            if context:
+                result.outcome.degraded.append("llm")
+        return self.extractive.answer(query, context)
+
+    def _direct(
+        self, ask: Ask, route: Route, rewrite: Rewrite, session: Session | None, timings: dict[str, float]
+    ) -> Orchestrated | None:
+        """Simple route with an LLM: answer without retrieval (AdaptiveRAG), flagged in the response."""
+        assert self.llm_answerer is not None
+        t0 = time.perf_counter()
+        answer = self.llm_answerer.direct(ask.query)
+        timings["answer"] = _ms(t0)
+        if answer is None:
+            return None  # the model is down: retrieve and answer extractively instead
+        return Orchestrated(
+            query=ask.query,
+            searched=rewrite.query,
+            route=route,
+            rewrite=rewrite,
+            outcome=SearchOutcome(hits=[], timings_ms={}, candidates={}),
+            calls=0,
+            session_id=session.id if session is not None else None,
+            answer=answer,
+            retrieval_skipped=True,
+            timings_ms=timings,
+        )
+
+    def _remember(
+        self, session: Session | None, query: str, searched: str, route: Route, hits: list[ScoredChunk]
+    ) -> None:
+        if session is None:
+            return
+        found: list[str] = []
+        for h in hits[:RESULT_ENTITY_HITS]:
+            found += ([h.chunk.title] if h.chunk.title else []) + mentions(h.chunk.text[:600])
+        session.graph.update(mentions(searched), found)
+        session.add_turn(
+            Turn(query=query, rewritten=searched, route=route.type.value), self.settings.sessions.max_turns
+        )
+        self.sessions.save(session)
+
+
+def _graph_of(history: list[str]) -> FactGraph:
+    """A fact graph from an explicit history (no session): its queries' entities, turn by turn."""
+    g = FactGraph()
+    for q in history:
+        g.update(mentions(q), [])
+    return g
+
+
+def _passage(hit: ScoredChunk, text: str) -> ContextPassage:
+    c = hit.chunk
+    return ContextPassage(doc_id=c.doc_id, chunk_id=c.chunk_id, title=c.title, source=c.source, text=text)
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000

@@ -1,0 +1,233 @@
+"""Chain-of-retrieval: the heuristic sub-query proposer and the beam search, over a tiny two-hop corpus
+searched by an in-memory term-overlap searcher (no I/O), plus bounded-work cases."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+
+from services.common.errors import RampartError
+from services.common.settings import ChainSettings
+from services.common.types import Chunk, ScoredChunk
+from services.factcheck.text import terms
+from services.orchestrator.chain import ChainRetriever, relevance
+from services.orchestrator.subqueries import (
+    HeuristicProposer,
+    coverage,
+    parse_queries,
+    unresolved_words,
+)
+from services.retrieval.hybrid import SearchOutcome
+
+pytestmark = pytest.mark.unit
+
+CORPUS = {
+    "kiss": (
+        "Kiss and Tell (1945 film)",
+        "Kiss and Tell is a 1945 American comedy film starring Shirley Temple as Corliss Archer.",
+    ),
+    "temple": (
+        "Shirley Temple",
+        "Shirley Temple Black was an actress who later held the government position of United States "
+        "ambassador to Ghana.",
+    ),
+    "sequel": (
+        "A Kiss for Corliss",
+        "A Kiss for Corliss is a 1949 film in which Corliss Archer returns.",
+    ),
+    "radio": ("Meet Corliss Archer", "Meet Corliss Archer was a radio comedy about a teenage girl."),
+    "derrickson": ("Scott Derrickson", "Scott Derrickson is an American director of horror films."),
+    "wood": ("Ed Wood", "Edward Davis Wood Jr. was an American filmmaker and actor."),
+    "woodstock": ("Woodstock", "Woodstock was a music festival held in 1969 in New York."),
+}
+
+BRIDGE = "What government position was held by the woman who portrayed Corliss Archer in Kiss and Tell?"
+COMPARISON = "Were Scott Derrickson and Ed Wood of the same nationality?"
+
+
+def hit(doc_id: str, score: float, title: str, text: str) -> ScoredChunk:
+    chunk = Chunk(chunk_id=f"{doc_id}#0", doc_id=doc_id, tenant="t", ordinal=0, title=title, text=text)
+    return ScoredChunk(chunk=chunk, scores={"bm25": score}, fused=score)
+
+
+class OverlapSearcher:
+    """Ranks passages by the share of the query's terms they contain; counts its calls."""
+
+    def __init__(self, corpus: dict[str, tuple[str, str]] = CORPUS) -> None:
+        self.corpus = corpus
+        self.queries: list[str] = []
+
+    def __call__(self, query: str) -> SearchOutcome:
+        self.queries.append(query)
+        wanted = set(terms(query))
+        scored = []
+        for doc_id, (title, text) in self.corpus.items():
+            got = set(terms(f"{title} {text}"))
+            share = len(wanted & got) / max(len(wanted), 1)
+            if share > 0:
+                scored.append(hit(doc_id, round(share, 6), title, text))
+        scored.sort(key=lambda h: (-h.fused, h.chunk.doc_id))
+        return SearchOutcome(hits=scored, timings_ms={}, candidates={})
+
+
+def doc_ids(hits: list[ScoredChunk]) -> list[str]:
+    return [h.chunk.doc_id for h in hits]
+
+
+# ---- proposer ---------------------------------------------------------------------------------------
+
+
+def test_unresolved_words_are_the_question_terms_no_evidence_holds() -> None:
+    kiss = hit("kiss", 1.0, *CORPUS["kiss"])
+    assert unresolved_words(BRIDGE, [kiss]) == ["government", "position", "held", "woman", "portrayed"]
+    assert coverage(BRIDGE, [kiss]) == pytest.approx(4 / 9)  # corlis, archer, kiss, tell of 9 terms
+    assert coverage("the of and", [kiss]) == 1.0  # nothing to cover
+
+
+def test_bridge_link_to_a_retrieved_title_is_the_best_proposal() -> None:
+    pool = OverlapSearcher()(BRIDGE).hits
+    kiss = next(h for h in pool if h.chunk.doc_id == "kiss")
+    proposals = HeuristicProposer().propose(BRIDGE, [kiss], pool, limit=3)
+    assert proposals[0].bridge == "Shirley Temple"
+    assert proposals[0].kind == "link"
+    # the sub-query asks the bridge for what the question still lacks
+    assert proposals[0].text.startswith("Shirley Temple government position held")
+    assert all(p.prior <= proposals[0].prior for p in proposals)
+    # a followed bridge is not proposed again
+    again = HeuristicProposer().propose(BRIDGE, [kiss], pool, limit=3, exclude=["Shirley Temple"])
+    assert "Shirley Temple" not in [p.bridge for p in again]
+
+
+def test_uncovered_question_entity_is_proposed_first() -> None:
+    derrickson = hit("derrickson", 1.0, *CORPUS["derrickson"])
+    proposals = HeuristicProposer().propose(COMPARISON, [derrickson], [derrickson], limit=2)
+    assert proposals[0].kind == "question-entity"
+    assert proposals[0].text == "Ed Wood nationality"
+
+
+def test_no_evidence_or_no_budget_proposes_nothing() -> None:
+    kiss = hit("kiss", 1.0, *CORPUS["kiss"])
+    assert HeuristicProposer().propose(BRIDGE, [], [kiss], limit=3) == []
+    assert HeuristicProposer().propose(BRIDGE, [kiss], [kiss], limit=0) == []
+
+
+def test_llm_reply_parsing_is_strict() -> None:
+    assert parse_queries('Sure! {"queries": ["Shirley Temple career", " Ed  Wood "]}', 4) == [
+        "Shirley Temple career",
+        "Ed Wood",
+    ]
+    assert parse_queries('{"queries": "Shirley Temple"}', 4) is None  # not a list
+    assert parse_queries('{"queries": [1, 2]}', 4) is None
+    assert parse_queries('{"queries": []}', 4) is None
+    assert parse_queries("no json here", 4) is None
+    long = parse_queries('{"queries": ["' + "word " * 50 + '"]}', 4)
+    assert long is not None and len(long[0].split()) == 16
+
+
+# ---- beam search ------------------------------------------------------------------------------------
+
+
+def test_chain_puts_the_bridge_passage_second_in_two_calls() -> None:
+    searcher = OverlapSearcher()
+    single = doc_ids(searcher(BRIDGE).hits)
+    assert single[:2] != ["kiss", "temple"] and "temple" in single  # the one-shot order misses it
+    searcher.queries.clear()
+    result = ChainRetriever(searcher, ChainSettings(beam_width=1, min_prior=0.4)).run(BRIDGE)
+    assert doc_ids(result.hits)[:2] == ["kiss", "temple"]
+    assert result.calls == 2 == len(searcher.queries)
+    assert [h.step for h in result.hops] == [1, 2]
+    assert result.hops[1].sub_query.startswith("Shirley Temple")
+    assert result.hops[1].chunk_ids[0] == "temple#0"
+    # every passage once, every step-1 result kept, scores descending
+    assert len(doc_ids(result.hits)) == len(set(doc_ids(result.hits)))
+    assert set(single) <= set(doc_ids(result.hits))
+    assert [h.fused for h in result.hits] == sorted((h.fused for h in result.hits), reverse=True)
+
+
+def test_comparison_fetches_the_other_entity() -> None:
+    result = ChainRetriever(OverlapSearcher(), ChainSettings(beam_width=2)).run(COMPARISON)
+    assert set(doc_ids(result.hits)[:2]) == {"derrickson", "wood"}
+    assert result.calls <= 1 + 2 * 4
+
+
+def test_covered_question_stops_after_one_call() -> None:
+    searcher = OverlapSearcher()
+    result = ChainRetriever(searcher, ChainSettings(beam_width=4)).run("Woodstock music festival 1969")
+    assert result.calls == 1 and result.stopped == "covered"
+    assert doc_ids(result.hits) == doc_ids(OverlapSearcher()("Woodstock music festival 1969").hits)
+
+
+def test_max_steps_one_is_single_shot() -> None:
+    result = ChainRetriever(OverlapSearcher(), ChainSettings(max_steps=1)).run(BRIDGE)
+    assert result.calls == 1 and result.stopped == "max_steps"
+    assert doc_ids(result.hits) == doc_ids(OverlapSearcher()(BRIDGE).hits)
+
+
+def test_empty_results_and_blank_query() -> None:
+    empty = ChainRetriever(lambda q: SearchOutcome([], {}, {}), ChainSettings())
+    result = empty.run(BRIDGE)
+    assert result.hits == [] and result.calls == 1 and result.stopped == "empty"
+    with pytest.raises(RampartError, match="blank"):
+        empty.run("   ")
+
+
+def endless() -> Callable[[str], SearchOutcome]:
+    """Every call returns brand-new passages linking to yet more new entities: never converges."""
+    counter = itertools.count()
+
+    def search(query: str) -> SearchOutcome:
+        hits = []
+        for _ in range(3):
+            n = next(counter)
+            text = f"Entity Number{n} met Person Alpha{n} and Person Beta{n} about the government position."
+            hits.append(hit(f"x{n}", 0.5, f"Entity Number{n}", text))
+        return SearchOutcome(hits=hits, timings_ms={}, candidates={})
+
+    return search
+
+
+@pytest.mark.parametrize(("beams", "steps"), [(1, 5), (4, 5), (16, 10)])
+def test_a_chain_that_never_converges_stops_at_max_steps(beams: int, steps: int) -> None:
+    settings = ChainSettings(beam_width=beams, max_steps=steps, stop_score=1.0, min_prior=0.0)
+    chain = ChainRetriever(endless(), settings)
+    result = chain.run(BRIDGE)
+    assert result.calls <= chain.max_calls() == 1 + beams * (steps - 1)
+    assert result.steps <= steps
+
+
+def test_a_step_that_adds_nothing_new_stops_the_beam() -> None:
+    only = hit("kiss", 0.9, *CORPUS["kiss"])
+    searcher = OverlapSearcher()
+
+    def same(query: str) -> SearchOutcome:
+        searcher.queries.append(query)
+        return SearchOutcome(hits=[only], timings_ms={}, candidates={})
+
+    result = ChainRetriever(same, ChainSettings(beam_width=4, min_prior=0.0)).run(BRIDGE)
+    assert result.stopped == "no_new_evidence"
+    assert result.calls == len(set(searcher.queries)) <= 1 + 4
+    assert doc_ids(result.hits) == ["kiss"]
+
+
+def test_relevance_reads_the_rerank_logit_else_the_fused_score() -> None:
+    h = hit("kiss", 0.25, *CORPUS["kiss"])
+    assert relevance(h) == 0.25
+    assert relevance(h.model_copy(update={"scores": {"rerank": 0.0}})) == 0.5
+    assert relevance(h.model_copy(update={"scores": {"rerank": 1e6}})) == pytest.approx(1.0)
+
+
+def test_a_huge_question_stays_bounded_and_sub_queries_stay_short() -> None:
+    question = " ".join(f"Entity{i} Name{i} term{i}" for i in range(1200))  # ~10,000 characters
+    asked: list[str] = []
+    search = endless()
+
+    def spy(query: str) -> SearchOutcome:
+        asked.append(query)
+        return search(query)
+
+    chain = ChainRetriever(spy, ChainSettings(beam_width=4, max_steps=5, min_prior=0.0))
+    result = chain.run(question)
+    assert result.calls == len(asked) <= chain.max_calls()
+    assert all(len(q.split()) <= 16 for q in asked[1:])
