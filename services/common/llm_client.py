@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from services.common.http_retry import RetryableStatusError, raise_for_retryable, retryable
 from services.common.settings import LlmSettings
 
 log = logging.getLogger(__name__)
@@ -49,18 +50,6 @@ def first_json_object(reply: str) -> dict[str, Any] | None:
             continue
         return obj if isinstance(obj, dict) else None
     return None
-
-
-class RetryableStatusError(Exception):
-    """HTTP 5xx or 429: the endpoint may answer the same request on another try."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, RetryableStatusError | httpx.NetworkError | httpx.RemoteProtocolError)
 
 
 def describe_failure(exc: Exception, settings: LlmSettings) -> str:
@@ -111,14 +100,12 @@ class ChatClient:
         for attempt in Retrying(
             stop=stop_after_attempt(self.settings.retries + 1),
             wait=wait_exponential(multiplier=0.1, max=1.0),
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable),
             reraise=True,
         ):
             with attempt:
                 response = self._client.post(self._url, json=body)
-                if response.status_code == 429 or response.status_code >= 500:
-                    raise RetryableStatusError(response.status_code)
-                response.raise_for_status()
+                raise_for_retryable(response)
                 return _content(response)
         return None  # pragma: no cover  (Retrying either returns inside the loop or raises)
 

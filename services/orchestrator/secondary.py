@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from services.common.errors import ErrorCode, RampartError, invalid
+from services.common.http_retry import RetryableStatusError, raise_for_retryable, retryable
 from services.common.settings import SecondarySourceSettings
 from services.common.types import EVERYONE, Chunk, Principal, ScoredChunk
 from services.orchestrator.search import SearchPipeline
@@ -113,17 +114,6 @@ class _Reply(BaseModel):
     results: list[_Result] = Field(max_length=1000)
 
 
-class _RetryableStatusError(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-def _retryable(exc: BaseException) -> bool:
-    # connection errors and 5xx only: a timeout already spent the budget, a 4xx will not change
-    return isinstance(exc, _RetryableStatusError | httpx.NetworkError | httpx.RemoteProtocolError)
-
-
 class HttpSource:
     """A federated search endpoint: ``POST url`` with ``{"query", "top_k", "principal"}``, reply
     ``{"results": [{"id", "text", "title"?, "score"?, "source"?}]}``."""
@@ -184,14 +174,12 @@ class HttpSource:
         for attempt in Retrying(
             stop=stop_after_attempt(self.settings.retries + 1) | stop_after_delay(self._timeout_s),
             wait=wait_exponential(multiplier=0.05, max=0.5),
-            retry=retry_if_exception(_retryable),
+            retry=retry_if_exception(retryable),
             reraise=True,
         ):
             with attempt:
                 response = self._client.post(self.url, json=body)
-                if response.status_code >= 500:
-                    raise _RetryableStatusError(response.status_code)
-                response.raise_for_status()
+                raise_for_retryable(response)  # 5xx and 429 retried, other 4xx not
                 return response
         raise AssertionError("unreachable")  # pragma: no cover  (Retrying returns or raises)
 
@@ -212,7 +200,7 @@ class HttpSource:
     def _unavailable(self, exc: Exception) -> RampartError:
         if isinstance(exc, httpx.TimeoutException):
             why = f"no answer within {self.settings.timeout_ms} ms"
-        elif isinstance(exc, _RetryableStatusError):
+        elif isinstance(exc, RetryableStatusError):
             why = f"HTTP {exc.status}"
         elif isinstance(exc, httpx.HTTPStatusError):
             why = f"HTTP {exc.response.status_code}"

@@ -14,17 +14,13 @@ the heuristics, as the fact-check's LLM judge does.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-import httpx
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
+from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.settings import LlmSettings, RampartSettings
 from services.common.types import ScoredChunk
 from services.factcheck.text import STOP_WORDS, sentences, terms, words
@@ -244,25 +240,13 @@ Reply with exactly one JSON object and nothing else: {{"queries": ["...", "..."]
 def parse_queries(reply: str, limit: int) -> list[str] | None:
     """The ``queries`` list of the first JSON object in ``reply``, cleaned; ``None`` unless it is a
     list of strings (a reply in any other shape is not trusted)."""
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", reply):
-        try:
-            obj, _ = decoder.raw_decode(reply, m.start())
-        except json.JSONDecodeError:
-            continue
-        queries = obj.get("queries") if isinstance(obj, dict) else None
-        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-            return None
-        cleaned = [" ".join(q.split()[:MAX_SUBQUERY_WORDS]) for q in queries]
-        out = list(dict.fromkeys(q for q in cleaned if q))[:limit]
-        return out or None
-    return None
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code == 429 or exc.response.status_code >= 500
-    return isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError)
+    obj = first_json_object(reply)
+    queries = obj.get("queries") if obj is not None else None
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        return None
+    cleaned = [" ".join(q.split()[:MAX_SUBQUERY_WORDS]) for q in queries]
+    out = list(dict.fromkeys(q for q in cleaned if q))[:limit]
+    return out or None
 
 
 class LlmProposer:
@@ -275,16 +259,12 @@ class LlmProposer:
             )
         self.settings = settings
         self.fallback = fallback or HeuristicProposer()
-        self._url = settings.base_url.rstrip("/") + "/chat/completions"
-        headers = {"Content-Type": "application/json"}
-        if settings.api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
-        self._client = httpx.Client(timeout=httpx.Timeout(settings.timeout_s), headers=headers)
+        self._chat = ChatClient(settings)
         self.calls = 0
         self.fallbacks = 0
 
     def close(self) -> None:
-        self._client.close()
+        self._chat.close()
 
     def propose(
         self,
@@ -300,10 +280,14 @@ class LlmProposer:
         self.calls += 1
         excluded = {_norm(e) for e in exclude} | {_norm(question)}
         try:
-            reply = self._complete(self.messages(question, evidence, limit))
+            reply = self._chat.complete(self.messages(question, evidence, limit))
             queries = parse_queries(reply or "", limit + len(excluded))
         except Exception as exc:  # endpoint down, timeout, HTTP error: the heuristics decide
-            log.warning("LLM sub-query proposer failed (%s); using heuristics", type(exc).__name__)
+            log.warning(
+                "LLM sub-query proposer %s: %s; using heuristics",
+                self._chat.model_id,
+                describe_failure(exc, self.settings),
+            )
             queries = None
         fresh = [q for q in queries or [] if _norm(q) not in excluded]
         if not fresh:
@@ -315,11 +299,8 @@ class LlmProposer:
         ]
 
     def messages(self, question: str, evidence: Sequence[ScoredChunk], n: int) -> list[dict[str, str]]:
-        tag = secrets.token_hex(6)  # unguessable: a passage cannot close its own delimiter
-        blocks = [
-            f"<<<PASSAGE {tag}>>>\n{passage_text(h)[:MAX_EVIDENCE_CHARS]}\n<<<END PASSAGE {tag}>>>"
-            for h in evidence
-        ]
+        open_, close = fence("PASSAGE")  # unguessable: a passage cannot close its own delimiter
+        blocks = [f"{open_}\n{passage_text(h)[:MAX_EVIDENCE_CHARS]}\n{close}" for h in evidence]
         user = (
             f"QUESTION: {' '.join(question.split())[:MAX_QUESTION_CHARS]}\n\n"
             + "\n\n".join(blocks)
@@ -329,31 +310,3 @@ class LlmProposer:
             {"role": "system", "content": SYSTEM_PROMPT.format(n=n)},
             {"role": "user", "content": user},
         ]
-
-    def _complete(self, messages: list[dict[str, str]]) -> str | None:
-        body = {
-            "model": self.settings.model,
-            "messages": messages,
-            "temperature": 0,
-            "max_tokens": self.settings.max_tokens,
-        }
-        for attempt in Retrying(
-            stop=stop_after_attempt(self.settings.retries + 1),
-            wait=wait_exponential(multiplier=0.1, max=1.0),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        ):
-            with attempt:
-                response = self._client.post(self._url, json=body)
-                response.raise_for_status()
-                return _content(response)
-        return None  # pragma: no cover
-
-
-def _content(response: httpx.Response) -> str | None:
-    try:
-        data: Any = response.json()
-        content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return content if isinstance(content, str) else None
