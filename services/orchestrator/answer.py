@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 MAX_SENTENCES_PER_PASSAGE = 40
 MAX_CANDIDATE_SENTENCES = 400  # bounded embedding work per answer
 TERM_WEIGHT = 0.3  # query-term coverage next to the cosine: exact names matter in answers
-DUPLICATE_COSINE = 0.95  # a sentence this close to a chosen one adds nothing
+# A sentence this close to a chosen one adds nothing. High on purpose: "Primary caregivers receive 20
+# weeks" and "Secondary caregivers receive 8 weeks" are ~0.95 alike and both are the answer.
+DUPLICATE_COSINE = 0.985
 # A further sentence must score this share of the best one: padding an answer with weaker sentences
 # adds text the reader must check without adding an answer.
 RELATIVE_FLOOR = 0.8

@@ -25,7 +25,23 @@ _NOT_NAMES = frozenset(
     according""".split()  # noqa: SIM905
 )
 # Imperatives that open a request ("Tell me…", "List the…"): names anywhere but first ("Kiss and Tell").
-_OPENERS = frozenset({"tell", "give", "show", "find", "list", "name", "describe", "explain", "compare"})
+_OPENERS = frozenset(
+    {
+        "tell",
+        "give",
+        "show",
+        "find",
+        "list",
+        "name",
+        "describe",
+        "explain",
+        "compare",
+        "open",
+        "click",
+        "go",
+        "use",
+    }
+)
 
 MAX_MENTIONS = 32  # per text: bounded work on long passages
 
@@ -52,13 +68,16 @@ def mentions(text: str) -> list[str]:
     i = 0
     while i < len(tokens):
         w = tokens[i].group()
-        if not _is_name(w) or (i == 0 and w.lower() in _OPENERS):
+        first = i == 0 or any(c in ".!?:;\n" for c in text[tokens[i - 1].end() : tokens[i].start()])
+        if not _is_name(w) or (first and w.lower() in _OPENERS):
             i += 1
             continue
         j = i + 1
         end = i
         while j < len(tokens):
             nxt = tokens[j].group()
+            if text[tokens[j - 1].end() : tokens[j].start()].strip():
+                break  # punctuation between words ends a name ('Leave "Connect' is not one)
             if _is_name(nxt) or nxt.isdigit():
                 end = j
                 j += 1
@@ -70,7 +89,7 @@ def mentions(text: str) -> list[str]:
             else:
                 break
         start = i
-        if i == 0 and end > i + 1 and tokens[i + 1].group().lower() in _CONNECTIVES:
+        if first and end > i + 1 and tokens[i + 1].group().lower() in _CONNECTIVES:
             # "Population of Norway": a capitalised first word before "of" is usually a common noun
             start = i + 2
         add(text[tokens[start].start() : tokens[end].end()])

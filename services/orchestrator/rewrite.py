@@ -101,7 +101,13 @@ class ConversationalRewriter:
         if p and not d:
             word = p.group(1).lower()
             personal = re.fullmatch(_PERSONAL, word) is not None
-            pool = [n for n, _ in candidates if _person_like(n)] if personal else []
+            # he/she: a person-like name (often from the results: "Who wrote Dune?" → Frank Herbert);
+            # it/they: what the user asked about (the results' other names are rarely the referent)
+            if personal:
+                pool = [n for n, _ in candidates if _person_like(n)]
+            else:
+                asked = {k for k, f in graph.facts.items() if f.in_query}
+                pool = [n for n, _ in candidates if entity_key(n) in asked]
             best = (pool or [n for n, _ in candidates])[0]
             possessive = word in ("his", "her", "hers", "its", "their", "theirs")
             replacement = f"{best}'s" if possessive and word != "her" else best

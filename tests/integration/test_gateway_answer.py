@@ -31,6 +31,13 @@ DOCS = [
     ),
     ("bands", "Salary bands", ["hr"], "Engineering salary bands: L3 earns 120k to 140k per year."),
     (
+        "parental",
+        "Parental leave",
+        ["*"],
+        "Primary caregivers receive 20 weeks of fully paid parental leave. Secondary caregivers receive "
+        "8 weeks of fully paid parental leave. Tell People Operations eight weeks ahead.",
+    ),
+    (
         "dune",
         "Dune (novel)",
         ["*"],
@@ -102,6 +109,12 @@ def test_extractive_answer_cites_what_it_says(api: tuple[TestClient, dict[str, s
     assert a["route"]["type"] in ("simple", "conversational", "complex")
     assert a["retrieval_calls"] >= 1 and a["session_id"].startswith("s_")
     assert a["grade"]["grade"] in ("correct", "ambiguous", "incorrect")
+
+
+def test_alike_sentences_with_different_facts_are_both_kept(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, k = api
+    body = ask(client, k["alice"], "How many weeks of parental leave do caregivers get?").json()
+    assert "20 weeks" in body["answer"] and "8 weeks" in body["answer"], body["answer"]
 
 
 def test_answers_never_cite_what_the_caller_may_not_read(api: tuple[TestClient, dict[str, str]]) -> None:

@@ -34,6 +34,10 @@ def lexical(query: str, names: list[str]) -> list[float]:
         ('Who directed "The Godfather"?', ["The Godfather"]),
         ("Population of Norway in 2010", ["Norway", "2010"]),
         ("when was he born?", []),
+        (
+            'Leave "Connect automatically" on. Open the VPN client.',
+            ["Connect automatically", "Leave", "Connect", "VPN"],
+        ),
     ],
 )
 def test_mentions(text: str, expected: list[str]) -> None:
@@ -98,6 +102,16 @@ def test_rewrite_leaves_standalone_questions_and_first_turns_alone(dune: tuple[l
     rw = ConversationalRewriter(lexical)
     assert rw.rewrite("When was Isaac Asimov born?", history, graph).method == "none"
     assert rw.rewrite("When was he born?", [], FactGraph()).query == "When was he born?"
+
+
+def test_it_refers_to_what_the_user_asked_about() -> None:
+    q = "How do I set up the VPN?"
+    g = FactGraph()
+    g.update(
+        mentions(q), mentions('Leave "Connect automatically on untrusted networks" on. Open the VPN client.')
+    )
+    got = ConversationalRewriter(lexical).rewrite("What if it does not connect?", [q], g)
+    assert got.query == "What if VPN does not connect?"
 
 
 def test_year_ellipsis_swaps_the_year() -> None:
