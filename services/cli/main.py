@@ -391,7 +391,7 @@ def evaluate(
             )
         specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
         embedder = build_embedder(settings)
-        reranker = build_reranker(settings) if any(s.rerank for s in specs) else None
+        reranker = build_reranker(settings) if any(s.rerank or s.routed for s in specs) else None
         with progress_bar() as bar:
             progress = task_updater(bar)
             summary, per_query, info = evaluate_pipelines(

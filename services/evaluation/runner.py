@@ -257,6 +257,10 @@ def build_pipeline(
         return outcome
 
     if spec.routed:
+        if settings.rerank.enabled and not (rerank and rerank.enabled):
+            raise invalid(
+                "pipeline 'routed' reranks as served, but no reranker was loaded; run `rampart models build`"
+            )
         return _routed(pipeline, settings)
     if spec.chain_beams is None:
         return lambda query: Retrieved(search(query).hits)

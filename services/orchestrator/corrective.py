@@ -130,7 +130,7 @@ class CorrectiveRetrieval:
                 elif graded.grade is Grade.INCORRECT:
                     # nowhere else to look: the primary corpus once more, with the rewritten query
                     result.action = "refine"
-                    if rewritten.strip() and rewritten != query:
+                    if self.settings.research_primary and rewritten.strip() and rewritten != query:
                         extra = searcher(rewritten).hits
                         result.calls += 1
                 else:

@@ -172,6 +172,19 @@ def test_eval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
     assert len(caches) == 1
 
 
+def test_eval_routed_alone_reranks_as_served(env: dict[str, str], tmp_path: Path) -> None:
+    """``routed`` on its own must load the reranker like the gateway does (it once ran without)."""
+    data = write_beir(tmp_path / "beir")
+    out_json = tmp_path / "routed.json"
+    run(env, "eval", str(data), "--pipelines", "routed,chain:1", "--json", str(out_json))
+    report = json.loads(out_json.read_text())
+    assert report["notes"]["rerank"]["model"].startswith("rampart-minilm-l6-ce")
+    for name in ("routed", "chain:1"):
+        figures = report["pipelines"][name]
+        assert figures["all_supporting@2"] == pytest.approx(1.0), name
+        assert figures["calls_per_query"] >= 1.0
+
+
 def test_eval_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> None:
     data = write_beir(tmp_path / "beir")
     for args, needle in [

@@ -335,8 +335,20 @@ def test_unreachable_endpoint_degrades(rt: Runtime, embedder: Embedder, endpoint
     assert result.degraded == ["secondary"]
 
 
-def test_incorrect_without_a_source_searches_the_primary_again(rt: Runtime, embedder: Embedder) -> None:
-    crag = corrective(rt, INCORRECT, None, embedder)
+def test_incorrect_without_a_source_searches_the_primary_again_when_asked(
+    rt: Runtime, embedder: Embedder
+) -> None:
+    off = corrective(rt, INCORRECT, None, embedder)
+    query = "Could you please tell me how staff connect to the VPN gateway?"
+    called: list[str] = []
+
+    def counting(q: str) -> Any:
+        called.append(q)
+        return primary(rt, q)
+
+    skipped = off.run(query, ALICE, primary(rt, query), counting)
+    assert called == [] and skipped.calls == 0 and skipped.action == "refine"  # the default: no re-search
+    crag = corrective(rt, INCORRECT.model_copy(update={"research_primary": True}), None, embedder)
     query = "Could you please tell me how staff connect to the VPN gateway?"
     calls: list[str] = []
 
