@@ -104,8 +104,16 @@ class CorrectiveRetrieval:
         self.trace_content = trace_content
 
     def run(
-        self, query: str, principal: Principal, outcome: SearchOutcome, searcher: Searcher
+        self,
+        query: str,
+        principal: Principal,
+        outcome: SearchOutcome,
+        searcher: Searcher,
+        *,
+        refine: bool = True,
     ) -> CorrectiveResult:
+        """Grade, act, and (``refine``) refine the merged hits; the orchestrator refines later itself,
+        once the fact-check has said which hits the answer may read."""
         graded = self.grader.grade(query, outcome)
         action = ACTIONS[graded.grade]
         with stage_span("rampart.crag", grade=graded.grade.value, action=action, score=graded.score) as span:
@@ -139,7 +147,8 @@ class CorrectiveRetrieval:
             keep_primary = not (result.action == "secondary" and extra)
             hits, origins = _merge(primary if keep_primary else [], extra, origin)
             result.hits, result.origins = hits, origins
-            result.refined = self.refiner.refine(query, hits, origins)
+            if refine:
+                result.refined = self.refiner.refine(query, hits, origins)
             span.set_attributes(
                 {
                     "action_taken": result.action,

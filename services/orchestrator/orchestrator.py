@@ -226,7 +226,7 @@ class Orchestrator:
         corrective: CorrectiveResult | None = None
         if self.corrective is not None:
             t0 = time.perf_counter()
-            corrective = self.corrective.run(query, principal, outcome, searcher)
+            corrective = self.corrective.run(query, principal, outcome, searcher, refine=False)
             outcome.hits = corrective.hits
             outcome.degraded += corrective.degraded
             timings["crag"] = _ms(t0)
@@ -247,26 +247,31 @@ class Orchestrator:
             corrective=corrective,
         )
 
-    def _context(self, result: Orchestrated, route: Route) -> list[ContextPassage]:
-        """The verified context: refined strips of the results that passed the fact-check, else the
-        passages themselves, at most the plan's ``context_k``."""
-        k = self._plan(route).context_k
-        kept = result.outcome.hits[:k]
-        ids = {h.chunk.chunk_id for h in kept}
-        by_id = {h.chunk.chunk_id: h for h in kept}
-        if result.corrective is not None:
-            passages: list[ContextPassage] = []
-            for group in result.corrective.refined.groups():
-                head = group[0]
-                if head.chunk_id in ids:
-                    hit = by_id[head.chunk_id]
-                    passages.append(_passage(hit, " ".join(s.text for s in group)))
-            if passages:
-                return passages
+    def _context(self, query: str, result: Orchestrated, route: Route) -> list[ContextPassage]:
+        """The verified context: the plan's ``context_k`` results that passed the fact-check, refined
+        into their best strips (CRAG) when grading is on. Refining only what passed keeps the strip
+        budget for the passages the answer reads."""
+        kept = result.outcome.hits[: self._plan(route).context_k]
+        if result.corrective is not None and kept:
+            origin = {
+                h.chunk.chunk_id: o
+                for h, o in zip(result.corrective.hits, result.corrective.origins, strict=False)
+            }
+            refined = (
+                self.corrective.refiner.refine(
+                    query, kept, [origin.get(h.chunk.chunk_id, "primary") for h in kept]
+                )
+                if self.corrective is not None
+                else None
+            )
+            if refined is not None and refined.strips:
+                result.corrective.refined = refined
+                by_id = {h.chunk.chunk_id: h for h in kept}
+                return [_passage(by_id[g[0].chunk_id], " ".join(s.text for s in g)) for g in refined.groups()]
         return [_passage(h, h.chunk.text) for h in kept]
 
     def _answer(self, query: str, result: Orchestrated, route: Route) -> Answer:
-        context = result.context = self._context(result, route)
+        context = result.context = self._context(query, result, route)
         if self.llm_answerer is not None:
             got = self.llm_answerer.answer(query, context)
             if got is not None:
