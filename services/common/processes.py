@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Self
 
@@ -30,7 +31,7 @@ def stop_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-class OwnedProcess:
+class OwnedProcess(ABC):
     """What every server Rampart starts shares once running: ``proc`` (a session leader), a stop
     that takes its whole group down (SIGTERM, then SIGKILL after ``stop_wait_s``), and use as a
     context manager. Subclasses provide ``start()``, which sets ``proc`` and returns ``self``."""
@@ -38,8 +39,9 @@ class OwnedProcess:
     proc: subprocess.Popen[bytes] | None = None
     stop_wait_s: float = 5.0
 
+    @abstractmethod
     def start(self) -> Self:
-        raise NotImplementedError
+        """Launch the process (a session leader), set ``proc``, wait until it serves; return self."""
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL of the group after ``stop_wait_s``; a no-op when not running."""

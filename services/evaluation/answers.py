@@ -140,11 +140,8 @@ def run_answer_eval(
 ) -> dict[str, object]:
     """Index the set (cached under ``<data_dir>/eval-cache``), build the full adaptive pipeline on it
     as ``Runtime.open`` does, and score the answers."""
-    from services.evaluation.runner import eval_index
-    from services.factcheck.checker import build_fact_checker
-    from services.factcheck.stage import FactCheckStage
+    from services.evaluation.runner import eval_index, served_pipeline
     from services.orchestrator.assemble import build_orchestrator
-    from services.orchestrator.search import SearchPipeline
     from services.rerank.reranker import build_reranker
     from services.rerank.score_cache import ScoreCache
     from services.rerank.stage import RerankStage
@@ -154,30 +151,23 @@ def run_answer_eval(
     dataset, answers = answer_set(name, settings, split)
     embedder = build_embedder(settings)
     reranker = build_reranker(settings)
-    checker = build_fact_checker(settings, embedder)
     try:
         with eval_index(dataset, settings, embedder, settings.data_dir / "eval-cache", progress=progress) as (
             index,
             _,
         ):
-            pipeline = SearchPipeline(
-                HybridRetriever(index, embedder),
-                settings.fusion,
-                RerankStage(
-                    reranker, ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
-                ),
-                settings.rerank,
-                FactCheckStage(checker),
-                settings.factcheck,
+            cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
+            pipeline = served_pipeline(
+                HybridRetriever(index, embedder), RerankStage(reranker, cache), settings
             )
             orchestrator = build_orchestrator(settings, pipeline, embedder)
             try:
                 report = evaluate_answers(orchestrator, dataset, answers, limit=limit, progress=progress)
             finally:
                 orchestrator.close()
+                if pipeline.factcheck.checker is not None:
+                    pipeline.factcheck.checker.close()
     finally:
-        if checker is not None:
-            checker.close()
         if reranker is not None:
             reranker.close()
     report["set"] = name

@@ -280,23 +280,31 @@ def build_pipeline(
 ROUTED_DEPTH = 10  # the adaptive pipeline returns what an answer reads: score it at @10 and below
 
 
-def _routed(pipeline: SearchPipeline, settings: RampartSettings) -> QueryPipeline:
-    """The adaptive orchestrator as the gateway builds it, over this pipeline's index (+ fact-check)."""
+def served_pipeline(
+    retriever: HybridRetriever, rerank: RerankStage | None, settings: RampartSettings
+) -> SearchPipeline:
+    """The search pipeline as ``Runtime.open`` builds it (reranking and fact-check from settings), over
+    an evaluation index: what the adaptive orchestrator runs on."""
     from services.factcheck.checker import build_fact_checker
     from services.factcheck.stage import FactCheckStage
+
+    return SearchPipeline(
+        retriever,
+        settings.fusion,
+        rerank,
+        settings.rerank,
+        FactCheckStage(build_fact_checker(settings, retriever.embedder)),
+        settings.factcheck,
+    )
+
+
+def _routed(pipeline: SearchPipeline, settings: RampartSettings) -> QueryPipeline:
+    """The adaptive orchestrator as the gateway builds it, over this pipeline's index (+ fact-check)."""
     from services.orchestrator.assemble import build_orchestrator
     from services.orchestrator.orchestrator import Ask
 
-    embedder = pipeline.retriever.embedder
-    full = SearchPipeline(
-        pipeline.retriever,
-        settings.fusion,
-        pipeline.rerank,
-        settings.rerank,
-        FactCheckStage(build_fact_checker(settings, embedder)),
-        settings.factcheck,
-    )
-    orchestrator = build_orchestrator(settings, full, embedder)
+    full = served_pipeline(pipeline.retriever, pipeline.rerank, settings)
+    orchestrator = build_orchestrator(settings, full, pipeline.retriever.embedder)
 
     def run(query: str) -> Retrieved:
         done = orchestrator.run(Ask(query=query, top_k=ROUTED_DEPTH, remember=False), EVAL_PRINCIPAL)

@@ -42,9 +42,9 @@ ACTIONS: dict[Grade, Action] = {
     Grade.AMBIGUOUS: "both",
 }
 PRIMARY = "primary"
-# a few secondary searches at a time; a source that hangs past its deadline holds one thread until
+# secondary searches in flight at once; a source that hangs past its deadline holds one thread until
 # its own HTTP timeout ends it (it is not waited for)
-_POOL = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="crag-secondary")
+SECONDARY_THREADS = 4
 
 
 @dataclass
@@ -102,6 +102,12 @@ class CorrectiveRetrieval:
         self.factcheck = factcheck
         self.factcheck_deadline_s = factcheck_deadline_s
         self.trace_content = trace_content
+        # only deployments with a secondary source pay for the threads
+        self._pool = (
+            cf.ThreadPoolExecutor(SECONDARY_THREADS, thread_name_prefix="crag-secondary")
+            if secondary is not None
+            else None
+        )
 
     def run(
         self,
@@ -160,6 +166,8 @@ class CorrectiveRetrieval:
         return result
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self.rewriter.close()
         if self.source is not None:
             self.source.close()
@@ -183,7 +191,10 @@ class CorrectiveRetrieval:
         timeout_s = self.settings.secondary.timeout_ms / 1000
         # the worker runs in this context, so the source's own spans nest under rampart.crag
         ctx = contextvars.copy_context()
-        future = _POOL.submit(ctx.run, self.source.search, query, principal, self.settings.secondary.top_k)
+        assert self._pool is not None
+        future = self._pool.submit(
+            ctx.run, self.source.search, query, principal, self.settings.secondary.top_k
+        )
         try:
             return future.result(timeout=timeout_s)
         except cf.TimeoutError:

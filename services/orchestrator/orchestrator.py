@@ -42,14 +42,12 @@ class Ask:
     history: tuple[str, ...] = ()
     filters: SearchFilters | None = None
     answer: bool = False
-    force_chain: bool = False  # evaluation: chain-of-retrieval whatever the route
     remember: bool = True  # start a session when none is given (evaluation: no)
 
 
 @dataclass
 class Orchestrated:
     query: str
-    searched: str  # the query actually searched (rewritten for Conversational turns)
     route: Route
     rewrite: Rewrite
     outcome: SearchOutcome
@@ -61,6 +59,11 @@ class Orchestrated:
     context: list[ContextPassage] = field(default_factory=list)  # what the answer was drawn from
     retrieval_skipped: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def searched(self) -> str:
+        """The query actually searched (rewritten for Conversational turns)."""
+        return self.rewrite.query
 
 
 def plan_weights(plan: RoutePlan) -> dict[str, float]:
@@ -130,19 +133,13 @@ class Orchestrator:
                     )
                 timings["rewrite"] = _ms(t0)
 
-            if (
-                ask.answer
-                and route.type is QueryType.SIMPLE
-                and self.llm_answerer is not None
-                and not ask.force_chain
-            ):
+            if ask.answer and route.type is QueryType.SIMPLE and self.llm_answerer is not None:
                 done = self._direct(ask, route, rewrite, session, timings)
                 if done is not None:
                     self._remember(session, ask.query, rewrite.query, route, [])
                     return done
 
-            result = self._retrieve(ask, principal, route, rewrite.query, timings)
-            result.rewrite = rewrite
+            result = self._retrieve(ask, principal, route, rewrite, timings)
             if ask.answer:
                 t0 = time.perf_counter()
                 result.answer = self._answer(rewrite.query, result, route)
@@ -194,8 +191,9 @@ class Orchestrator:
         )
 
     def _retrieve(
-        self, ask: Ask, principal: Principal, route: Route, query: str, timings: dict[str, float]
+        self, ask: Ask, principal: Principal, route: Route, rewrite: Rewrite, timings: dict[str, float]
     ) -> Orchestrated:
+        query = rewrite.query
         plan = self._plan(route)
         params = self._params(ask, plan, self.router is not None)
         rerank = self.pipeline.rerank_options()
@@ -209,7 +207,7 @@ class Orchestrator:
 
         chain: ChainResult | None = None
         t0 = time.perf_counter()
-        if ask.force_chain or route.type is QueryType.COMPLEX:
+        if route.type is QueryType.COMPLEX:
             chain = ChainRetriever(
                 searcher, self.settings.chain, self.proposer, trace_content=self.settings.trace_content
             ).run(query)
@@ -237,9 +235,8 @@ class Orchestrator:
         outcome.hits = outcome.hits[: max(ask.top_k, plan.context_k)]
         return Orchestrated(
             query=ask.query,
-            searched=query,
             route=route,
-            rewrite=Rewrite(query, "none"),  # the caller sets the real one
+            rewrite=rewrite,
             outcome=outcome,
             calls=calls,
             session_id=None,
@@ -252,23 +249,18 @@ class Orchestrator:
         into their best strips (CRAG) when grading is on. Refining only what passed keeps the strip
         budget for the passages the answer reads."""
         kept = result.outcome.hits[: self._plan(route).context_k]
-        if result.corrective is not None and kept:
-            origin = {
-                h.chunk.chunk_id: o
-                for h, o in zip(result.corrective.hits, result.corrective.origins, strict=False)
-            }
-            refined = (
-                self.corrective.refiner.refine(
-                    query, kept, [origin.get(h.chunk.chunk_id, "primary") for h in kept]
-                )
-                if self.corrective is not None
-                else None
-            )
-            if refined is not None and refined.strips:
-                result.corrective.refined = refined
-                by_id = {h.chunk.chunk_id: h for h in kept}
-                return [_passage(by_id[g[0].chunk_id], " ".join(s.text for s in g)) for g in refined.groups()]
-        return [_passage(h, h.chunk.text) for h in kept]
+        if self.corrective is None or result.corrective is None or not kept:
+            return [_passage(h, h.chunk.text) for h in kept]
+        crag = result.corrective
+        origin = dict(zip((h.chunk.chunk_id for h in crag.hits), crag.origins, strict=True))
+        refined = self.corrective.refiner.refine(
+            query, kept, [origin.get(h.chunk.chunk_id, "primary") for h in kept]
+        )
+        if not refined.strips:
+            return [_passage(h, h.chunk.text) for h in kept]
+        crag.refined = refined
+        by_id = {h.chunk.chunk_id: h for h in kept}
+        return [_passage(by_id[g[0].chunk_id], " ".join(x.text for x in g)) for g in refined.groups()]
 
     def _answer(self, query: str, result: Orchestrated, route: Route) -> Answer:
         context = result.context = self._context(query, result, route)
@@ -292,7 +284,6 @@ class Orchestrator:
             return None  # the model is down: retrieve and answer extractively instead
         return Orchestrated(
             query=ask.query,
-            searched=rewrite.query,
             route=route,
             rewrite=rewrite,
             outcome=SearchOutcome(hits=[], timings_ms={}, candidates={}),
