@@ -581,6 +581,54 @@ class ServeSettings(BaseModel):
         return self
 
 
+class GrpcServerSettings(BaseModel):
+    """One gRPC service's server (distributed mode; docs/grpc.md)."""
+
+    host: str = Field(default="127.0.0.1", description="Bind address (0.0.0.0 to expose)")
+    port: int = Field(default=50051, ge=1, le=65535, description="gRPC port")
+    metrics_port: int = Field(
+        default=9101, ge=0, le=65535, description="Prometheus /metrics port on the same host; 0 disables"
+    )
+    grace_s: float = Field(
+        default=10.0, ge=0.0, le=600.0, description="On SIGTERM, time in-flight RPCs get to finish"
+    )
+    max_message_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024, description="Largest request/response"
+    )
+    max_concurrent_rpcs: int = Field(
+        default=64, ge=1, le=100_000, description="RPCs served at once before new ones are refused"
+    )
+
+
+class IngestServiceSettings(GrpcServerSettings):
+    port: int = Field(default=50052, ge=1, le=65535, description="gRPC port")
+    metrics_port: int = Field(
+        default=9102, ge=0, le=65535, description="Prometheus /metrics port on the same host; 0 disables"
+    )
+    journal_dir: Path | None = Field(
+        default=None,
+        description="Accepted batches are written here before they are acknowledged; default "
+        "<data_dir>/ingest-journal",
+    )
+
+
+class RemoteSettings(BaseModel):
+    """Where the distributed stages are: set an address and its callers use the gRPC service."""
+
+    retrieval_address: str | None = Field(
+        default=None, description="host:port of the retrieval service; unset: the local embedded index"
+    )
+    ingest_address: str | None = Field(
+        default=None, description="host:port of the ingest service; unset: ingest in-process"
+    )
+    deadline_ms: int = Field(
+        default=5000, ge=10, le=600_000, description="Deadline of one RPC (a caller's own deadline wins)"
+    )
+    ingest_deadline_ms: int = Field(
+        default=300_000, ge=100, le=3_600_000, description="Deadline of one ingest batch RPC"
+    )
+
+
 class RampartSettings(BaseSettings):
     """Everything configurable; see ``docs/configuration.md`` for each field."""
 
@@ -615,6 +663,9 @@ class RampartSettings(BaseSettings):
     sessions: SessionSettings = SessionSettings()
     answer: AnswerSettings = AnswerSettings()
     serve: ServeSettings = ServeSettings()
+    retrieval_service: GrpcServerSettings = GrpcServerSettings()
+    ingest_service: IngestServiceSettings = IngestServiceSettings()
+    remote: RemoteSettings = RemoteSettings()
 
     def embedding_model_dir(self) -> Path:
         return self.embedding.model_dir or self.models_dir / "minilm-l6-v2"
@@ -627,6 +678,9 @@ class RampartSettings(BaseSettings):
 
     def router_model_dir(self) -> Path:
         return self.routing.model_dir or self.models_dir / "router"
+
+    def ingest_journal_dir(self) -> Path:
+        return self.ingest_service.journal_dir or self.data_dir / "ingest-journal"
 
     def api_keys_path(self) -> Path:
         return self.gateway.api_keys_file or self.data_dir / "api-keys.json"
