@@ -61,16 +61,26 @@ run: models  ## Install, build models, ingest samples/, create demo keys, serve 
 	$(BIN)/rampart demo seed --samples samples
 	$(BIN)/rampart serve
 
+stack: models triton  ## The distributed stack on 127.0.0.1 (redis, Triton, gRPC services, workers, Ray Serve, gateway); Ctrl-C stops it
+	$(BIN)/rampart stack up
+
 lint: install  ## ruff + mypy
 	$(BIN)/ruff check services tests samples
 	$(BIN)/ruff format --check services tests samples
 	$(BIN)/mypy
 
-test: models lint triton  ## Install, build models, lint, run unit + integration tests
+test: models lint triton  ## Install, build models, lint, run unit + integration + e2e tests
 	$(BIN)/pytest -q -m "unit or integration"
+	$(BIN)/python -m tests.e2e.isolated $(BIN)/pytest -q -m e2e tests/e2e
+
+test-e2e: models triton  ## The distributed stack end to end (in a loopback-only network namespace: Ray binds every interface)
+	$(BIN)/python -m tests.e2e.isolated $(BIN)/pytest -q -m e2e tests/e2e
 
 test-unit: install
 	$(BIN)/pytest -q -m unit
+
+proto: install  ## Regenerate the gRPC stubs in proto/gen from proto/rampart/**/*.proto (docs/grpc.md)
+	$(BIN)/python -m services.common.proto_build
 
 eval: models  ## SciFact test + HotpotQA-500 held-out half, with and without reranking (reads $(DATA); writes $(OUT)/)
 	mkdir -p $(OUT)
@@ -88,4 +98,4 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) .rampart
 
-.PHONY: help system-deps install triton models run lint test test-unit eval bench lock clean
+.PHONY: help system-deps install triton models run stack lint test test-unit test-e2e proto eval bench lock clean

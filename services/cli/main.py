@@ -17,6 +17,7 @@ from services.cli.ask import ask
 from services.cli.bench import bench_app
 from services.cli.evaluation import eval_app
 from services.cli.serve_ray import serve_ray
+from services.cli.stack import stack_app
 from services.cli.train import train_app
 from services.cli.triton import triton_app
 from services.cli.tune import tune_app
@@ -53,6 +54,7 @@ app.command("serve-ray")(serve_ray)
 app.command("ask")(ask)
 app.add_typer(eval_app, name="eval")
 app.add_typer(tune_app, name="tune")
+app.add_typer(stack_app, name="stack")
 
 
 # ---- models ---------------------------------------------------------------------------------------
@@ -112,17 +114,40 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default from settings: 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8080)")] = None,
 ) -> None:
-    """Serve the HTTP gateway on the embedded default (one process, index on local disk)."""
+    """Serve the HTTP gateway: on the embedded default (one process, index on local disk), or in front
+    of the distributed stack when remote.orchestrator_url is set (docs/stack.md)."""
     import uvicorn
 
+    from services.common.otel import (
+        configure_tracing,
+        flush_tracing,
+        instrument_celery,
+        instrument_grpc_client,
+        instrument_redis,
+    )
     from services.gateway.api_keys import ApiKeyStore
     from services.gateway.app import create_app
+    from services.gateway.backends import GatewayBackends
     from services.orchestrator.runtime import Runtime
 
     settings = load_settings()
+    # before any client exists: the instrumentors patch the gRPC/Celery/Redis factories
+    configure_tracing("rampart-gateway")
+    instrument_grpc_client()
+    instrument_celery()
+    instrument_redis()
+    runtime: Runtime | None = None
     try:
-        runtime = Runtime.open(settings)
-        runtime.orchestrator  # noqa: B018  (build the adaptive stages now: a missing model fails at start)
+        if settings.remote.orchestrator_url:
+            backends = GatewayBackends.remote(settings)
+            shown = (
+                f"orchestrator {settings.remote.orchestrator_url}, ingest {settings.remote.ingest_address}"
+            )
+        else:
+            runtime = Runtime.open(settings)
+            runtime.orchestrator  # noqa: B018  (build the adaptive stages now: a missing model fails at start)
+            backends = GatewayBackends.embedded(runtime)
+            shown = str(runtime.index.stats())
     except RampartError as exc:
         raise fail(exc) from exc
     keys = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
@@ -132,13 +157,13 @@ def serve(
         )
     bind_host = host or settings.gateway.host
     bind_port = port or settings.gateway.port
-    console.print(
-        f"[green]serving[/green] http://{bind_host}:{bind_port}  (OpenAPI: /docs)  {runtime.index.stats()}"
-    )
+    console.print(f"[green]serving[/green] http://{bind_host}:{bind_port}  (OpenAPI: /docs)  {shown}")
     try:
-        uvicorn.run(create_app(runtime, keys), host=bind_host, port=bind_port, log_config=None)
+        uvicorn.run(create_app(backends, keys), host=bind_host, port=bind_port, log_config=None)
     finally:
-        runtime.close()
+        if runtime is not None:
+            runtime.close()
+        flush_tracing()
 
 
 def _pepper(settings: RampartSettings) -> str | None:

@@ -569,6 +569,13 @@ class ServeSettings(BaseModel):
     ready_timeout_s: float = Field(
         default=180.0, gt=0.0, le=3600.0, description="How long start-up waits for the app to be RUNNING"
     )
+    metrics_port: int = Field(
+        default=9103,
+        ge=0,
+        le=65535,
+        description="Prometheus /metrics of the pipeline replica (stage latencies, verdicts) on serve.host; "
+        "0 disables; a second replica on the same host skips it (logged)",
+    )
 
     @model_validator(mode="after")
     def _replica_bounds(self) -> ServeSettings:
@@ -610,6 +617,37 @@ class IngestServiceSettings(GrpcServerSettings):
         description="Accepted batches are written here before they are acknowledged; default "
         "<data_dir>/ingest-journal",
     )
+    journal_max_batches: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Batches queued (journaled, not yet processed) before new ones are refused (RATE_LIMITED)",
+    )
+    journal_max_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=1024,
+        description="Bytes of queued documents before new batches are refused (RATE_LIMITED)",
+    )
+    journal_keep_done_s: float = Field(
+        default=3600.0,
+        ge=0.0,
+        le=30 * 24 * 3600.0,
+        description="Processed batches (with their results) stay in the journal this long, then are pruned",
+    )
+    retry_max_s: float = Field(
+        default=300.0,
+        ge=0.0,
+        le=24 * 3600.0,
+        description="How long a batch is retried while the index is unreachable before its documents "
+        "are reported failed",
+    )
+    test_process_delay_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=600.0,
+        description="TESTS ONLY: wait this long before processing each batch (crash-after-ack tests); "
+        "keep 0 in production",
+    )
 
 
 class RemoteSettings(BaseModel):
@@ -626,6 +664,38 @@ class RemoteSettings(BaseModel):
     )
     ingest_deadline_ms: int = Field(
         default=300_000, ge=100, le=3_600_000, description="Deadline of one ingest batch RPC"
+    )
+    orchestrator_url: str | None = Field(
+        default=None,
+        description="Base URL of the orchestrator's Serve HTTP ingress (e.g. http://127.0.0.1:8090); set: "
+        "the gateway forwards search/answer there instead of running the pipeline in-process",
+    )
+    internal_token: SecretStr | None = Field(
+        default=None,
+        description="Shared secret the gateway sends to the orchestrator ingress, which then refuses "
+        "callers without it (the ingress trusts the principal in the body); `rampart stack` makes one",
+    )
+    orchestrator_timeout_s: float = Field(
+        default=60.0, gt=0.0, le=3600.0, description="Longest the gateway waits for one orchestrator reply"
+    )
+
+
+class StackSettings(BaseModel):
+    """``rampart stack``: every distributed service on 127.0.0.1 under supervisord (docs/stack.md)."""
+
+    dir: Path | None = Field(
+        default=None, description="supervisord config, socket, logs and pid; default <data_dir>/stack"
+    )
+    redis_port: int = Field(default=6390, ge=1, le=65535, description="redis-server port (broker, cache)")
+    triton: bool = Field(
+        default=True, description="Rerank on a tritonserver (needs `make triton`); false: onnx in-process"
+    )
+    triton_grpc_port: int = Field(default=8001, ge=1, le=65535, description="tritonserver gRPC port")
+    triton_http_port: int = Field(default=8000, ge=1, le=65535, description="tritonserver HTTP port")
+    triton_metrics_port: int = Field(default=8002, ge=1, le=65535, description="tritonserver metrics port")
+    workers: int = Field(default=1, ge=1, le=64, description="Celery fact-check worker processes")
+    ready_timeout_s: float = Field(
+        default=300.0, gt=0.0, le=3600.0, description="How long `stack up` waits for every service"
     )
 
 
@@ -666,6 +736,7 @@ class RampartSettings(BaseSettings):
     retrieval_service: GrpcServerSettings = GrpcServerSettings()
     ingest_service: IngestServiceSettings = IngestServiceSettings()
     remote: RemoteSettings = RemoteSettings()
+    stack: StackSettings = StackSettings()
 
     def embedding_model_dir(self) -> Path:
         return self.embedding.model_dir or self.models_dir / "minilm-l6-v2"
@@ -678,6 +749,9 @@ class RampartSettings(BaseSettings):
 
     def router_model_dir(self) -> Path:
         return self.routing.model_dir or self.models_dir / "router"
+
+    def stack_dir(self) -> Path:
+        return self.stack.dir or self.data_dir / "stack"
 
     def ingest_journal_dir(self) -> Path:
         return self.ingest_service.journal_dir or self.data_dir / "ingest-journal"

@@ -1,7 +1,8 @@
 """Logging (structured key-value, JSON or console) with request/tenant ids attached by one filter.
 
-OpenTelemetry tracing arrives with the distributed stack; the ids set here are what it will join.
-Never log secrets or document/query text: call sites pass ids and counts in ``extra``.
+The filter also adds the current OpenTelemetry ``trace_id``/``span_id`` (services/common/otel.py),
+so a log line leads to its trace and back. Never log secrets or document/query text: call sites pass
+ids and counts in ``extra``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import logging
 import sys
 from typing import Any
+
+from opentelemetry import trace
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 tenant_id: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id", default="")
@@ -24,11 +27,15 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
 
 
 class ContextFilter(logging.Filter):
-    """Adds the current request and tenant ids to every record."""
+    """Adds the current request, tenant, trace and span ids to every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id.get()
         record.tenant = tenant_id.get()
+        span = trace.get_current_span().get_span_context()
+        # empty outside a span: the formatters leave empty fields out
+        record.trace_id = format(span.trace_id, "032x") if span.is_valid else ""
+        record.span_id = format(span.span_id, "016x") if span.is_valid else ""
         return True
 
 

@@ -261,7 +261,7 @@ def build_pipeline(
             raise invalid(
                 "pipeline 'routed' reranks as served, but no reranker was loaded; run `rampart models build`"
             )
-        return _routed(pipeline, settings)
+        return _routed(retriever, pipeline, settings)
     if spec.chain_beams is None:
         return lambda query: Retrieved(search(query).hits)
     chain = ChainRetriever(
@@ -298,13 +298,13 @@ def served_pipeline(
     )
 
 
-def _routed(pipeline: SearchPipeline, settings: RampartSettings) -> QueryPipeline:
+def _routed(retriever: HybridRetriever, pipeline: SearchPipeline, settings: RampartSettings) -> QueryPipeline:
     """The adaptive orchestrator as the gateway builds it, over this pipeline's index (+ fact-check)."""
     from services.orchestrator.assemble import build_orchestrator
     from services.orchestrator.orchestrator import Ask
 
-    full = served_pipeline(pipeline.retriever, pipeline.rerank, settings)
-    orchestrator = build_orchestrator(settings, full, pipeline.retriever.embedder)
+    full = served_pipeline(retriever, pipeline.rerank, settings)
+    orchestrator = build_orchestrator(settings, full, retriever.embedder)
 
     def run(query: str) -> Retrieved:
         done = orchestrator.run(Ask(query=query, top_k=ROUTED_DEPTH, remember=False), EVAL_PRINCIPAL)

@@ -31,6 +31,7 @@ from redis.retry import Retry
 
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.llm_client import llm_model_id
+from services.common.otel import trace_celery_worker
 from services.common.settings import CelerySettings, RampartSettings
 from services.factcheck.evidence import (
     EVIDENCE_VERSION,
@@ -46,6 +47,7 @@ from services.retrieval.embedder import Embedder
 log = logging.getLogger(__name__)
 
 TASK_NAME = "rampart.factcheck.evidence"
+WORKER_SERVICE_NAME = "rampart-factcheck-worker"  # OTel service.name of the worker processes
 CACHE_PREFIX = "rampart:fc:"
 # Errors worth another try: Redis (cache, broker, results) restarting or briefly unreachable. Never
 # validation errors: the same input would fail the same way forever.
@@ -273,6 +275,8 @@ def make_app(settings: RampartSettings) -> Celery:
             log.exception("fact-check worker could not load the embedding model")
 
     worker_process_init.connect(warm, weak=False, dispatch_uid=f"rampart-factcheck-warm-{id(state)}")
+    # worker children continue the caller's trace (task headers); a no-op in processes that only send
+    trace_celery_worker(WORKER_SERVICE_NAME)
     return app
 
 

@@ -18,6 +18,7 @@ Reasons travel to API clients, so they name no hosts and no URLs; the log has th
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextvars
 import logging
 import queue
 import threading
@@ -119,7 +120,9 @@ class _DaemonPool:
         """Run ``fn(future)``; ``fn`` settles the future itself and may keep working afterwards
         (cleanup after the answer), which a plain executor cannot express."""
         fut: cf.Future[T] = cf.Future()
-        self._jobs.put(lambda: fn(fut))
+        # the caller's context (its trace span) goes with the job: task headers carry it to workers
+        ctx = contextvars.copy_context()
+        self._jobs.put(lambda: ctx.run(fn, fut))
         return fut
 
     def shutdown(self, wait_s: float) -> None:

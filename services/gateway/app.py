@@ -1,29 +1,33 @@
 """The HTTP gateway (FastAPI): authentication, limits, errors as ``{code, message, details}``.
 
-``create_app(runtime)`` takes already-built dependencies (see :class:`Runtime`); nothing here reads
-the environment or builds models.
+``create_app(backends, keys)`` takes already-built dependencies (:class:`GatewayBackends`: the pipeline
+and ingest, in-process over a :class:`Runtime` or remote in the stack); nothing here reads the
+environment or builds models.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.common import metrics as rampart_metrics
 from services.common import telemetry
 from services.common.errors import HTTP_STATUS, ErrorCode, RampartError
+from services.common.otel import current_trace_id, instrument_fastapi
 from services.common.types import DocumentStatus, Principal
 from services.gateway.api_keys import ApiKeyStore
+from services.gateway.backends import GatewayBackends
 from services.gateway.rate_limit import RateLimiter
 from services.gateway.schemas import (
     AnswerRequest,
@@ -39,7 +43,6 @@ from services.gateway.schemas import (
 )
 from services.ingest.service import Outcome
 from services.orchestrator.messages import PipelineAnswerRequest, PipelineSearchRequest
-from services.orchestrator.pipeline_service import PipelineService
 from services.orchestrator.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -56,23 +59,22 @@ def _error(exc: RampartError, headers: dict[str, str] | None = None) -> JSONResp
     return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
 
 
-def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
-    settings = runtime.settings.gateway
+def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI:
+    """The gateway over ``runtime`` (embedded) or any :class:`GatewayBackends` (e.g. the stack's)."""
+    backends = runtime if isinstance(runtime, GatewayBackends) else GatewayBackends.embedded(runtime)
+    settings = backends.settings.gateway
     limiter = RateLimiter(settings.rate_limit_per_minute)
-    service = PipelineService(runtime)  # the same request handling as the Ray Serve orchestrator
-    registry = CollectorRegistry()
-    latency = Histogram(
-        "rampart_http_request_seconds", "Gateway request latency", ["route", "status"], registry=registry
-    )
-    errors = Counter("rampart_http_errors_total", "Gateway errors by code", ["code"], registry=registry)
-    degraded = Counter(
-        "rampart_degraded_total", "Responses served without a stage, by stage", ["stage"], registry=registry
-    )
-    verdicts = Counter(
-        "rampart_factcheck_verdicts_total", "Fact-check verdicts by class", ["verdict"], registry=registry
-    )
+    # process-wide metrics, one list for every service (services/common/metrics.py)
+    latency, errors = rampart_metrics.HTTP_SECONDS, rampart_metrics.HTTP_ERRORS
+    degraded, verdicts = rampart_metrics.DEGRADED, rampart_metrics.VERDICTS
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await backends.aclose()
 
     app = FastAPI(
+        lifespan=lifespan,
         title="Rampart",
         version="0.1.0",
         description="Corruption-resistant enterprise search gateway. Authenticate with "
@@ -102,6 +104,9 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
         else:
             response = await call_next(request)
         response.headers["x-request-id"] = request.state.request_id
+        trace_id = current_trace_id()  # the request's server span (instrument_fastapi below)
+        if trace_id:
+            response.headers["x-trace-id"] = trace_id
         route = request.scope.get("route")
         latency.labels(getattr(route, "path", "unmatched"), str(response.status_code)).observe(
             time.perf_counter() - started
@@ -188,35 +193,14 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
 
     @app.get("/readyz", tags=["ops"], responses={503: {"model": ErrorBody}})
     async def readyz() -> dict[str, Any]:
-        """Readiness: models loaded and index open."""
-        stats = await run_in_threadpool(runtime.index.stats)
-        rerank = "disabled"
-        if runtime.reranker is not None:
-            try:
-                await run_in_threadpool(runtime.reranker.check_ready)
-                rerank = "ready"
-            except RampartError as exc:
-                rerank = f"degraded: {exc.message}"  # search still serves, in fused order
-        factcheck = "disabled"
-        if runtime.fact_checker is not None:
-            try:
-                await run_in_threadpool(runtime.fact_checker.check_ready)
-                factcheck = "ready"
-            except RampartError as exc:
-                factcheck = f"degraded: {exc.message}"  # results pass unverified, flagged
-        return {
-            "status": "ready",
-            "embedder": runtime.embedder.model_id,
-            "fact_checker": runtime.fact_checker.model_id if runtime.fact_checker else None,
-            "factcheck": factcheck,
-            "reranker": runtime.reranker.model_id if runtime.reranker else None,
-            "rerank": rerank,
-            "index": stats,
-        }
+        """Readiness: the pipeline can serve (index open, models loaded; remote stages say ready or
+        degraded) and ingest can take documents."""
+        return await backends.readiness()
 
     @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse)
     async def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        body, content_type = rampart_metrics.exposition()
+        return Response(body, media_type=content_type)
 
     @app.post("/v1/documents", tags=["documents"], response_model=IngestResponse, responses=ERROR_RESPONSES)
     async def ingest(body: IngestRequest, who: Principal = Depends(principal)) -> IngestResponse:
@@ -237,7 +221,7 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
                     f"{who.tenant!r}; omit tenant or use a key of that tenant",
                 )
             docs.append(d.model_copy(update={"tenant": who.tenant}))
-        results = await run_in_threadpool(runtime.ingest.ingest, docs)
+        results = await run_in_threadpool(backends.ingestor.ingest, docs)
         return IngestResponse(
             results=results,
             indexed=sum(r.outcome is Outcome.INDEXED for r in results),
@@ -254,7 +238,7 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     async def status(doc_id: str, who: Principal = Depends(principal)) -> DocumentStatus:
         """Ingest state of a document in the caller's tenant (needs the ingest scope)."""
         require(who, "ingest")
-        st = await run_in_threadpool(runtime.index.status, who.tenant, doc_id)
+        st = await run_in_threadpool(backends.ingestor.status, who.tenant, doc_id)
         if st is None:
             raise RampartError(ErrorCode.NOT_FOUND, f"no document {doc_id!r} in tenant {who.tenant!r}")
         return st
@@ -265,7 +249,7 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
     async def delete(doc_id: str, who: Principal = Depends(principal)) -> DeleteResponse:
         """Remove a document from every index of the caller's tenant."""
         require(who, "ingest")
-        deleted = await run_in_threadpool(runtime.ingest.delete, who.tenant, doc_id)
+        deleted = await run_in_threadpool(backends.ingestor.delete, who.tenant, doc_id)
         if not deleted:
             raise RampartError(ErrorCode.NOT_FOUND, f"no document {doc_id!r} in tenant {who.tenant!r}")
         return DeleteResponse(id=doc_id, deleted=True)
@@ -278,7 +262,7 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
         with ``adaptive: true``, the routed pipeline (docs/orchestration.md)."""
         require(who, "search")
         call = PipelineSearchRequest(principal=who, request=body, request_id=request.state.request_id)
-        response = await run_in_threadpool(service.search, call)
+        response = (await backends.orchestrator.search(call)).unwrap()
         count(response.degraded, response.results, response.filtered)
         return response
 
@@ -293,7 +277,7 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
         it and answers: extractively by default, with the configured LLM when there is one."""
         require(who, "search")
         call = PipelineAnswerRequest(principal=who, request=body, request_id=request.state.request_id)
-        response = await run_in_threadpool(service.answer, call)
+        response = (await backends.orchestrator.answer(call)).unwrap_answer()
         count(response.degraded, response.results, response.filtered)
         return response
 
@@ -306,4 +290,5 @@ def create_app(runtime: Runtime, keys: ApiKeyStore) -> FastAPI:
         for judged in filtered:
             verdicts.labels(verdict=judged.verdict.value).inc()
 
+    instrument_fastapi(app)  # server span per request; /healthz, /readyz, /metrics excluded
     return app

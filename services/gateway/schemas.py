@@ -231,6 +231,12 @@ class SearchResponse(BaseModel):
     )
     adaptive: AdaptiveOut | None = Field(default=None, description="Present when the request was adaptive")
     request_id: str
+    trace_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="OpenTelemetry trace id of this request (32 hex digits): find its spans in your tracing "
+        "backend; also in the X-Trace-Id header",
+    )
 
 
 class AnswerRequest(Conversation):
@@ -263,6 +269,12 @@ class AnswerResponse(BaseModel):
     filtered: list[FilteredHit] = Field(default_factory=list)
     timings_ms: dict[str, float]
     request_id: str
+    trace_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="OpenTelemetry trace id of this request (32 hex digits): find its spans in your tracing "
+        "backend; also in the X-Trace-Id header",
+    )
 
 
 class DeleteResponse(BaseModel):

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
+from services.common.tracing import stage_span
 from services.common.types import Chunk, Document, DocumentState, ParsedDocument
 from services.ingest.chunker import Chunker, build_chunker
 from services.ingest.parsing import parse_bytes, parse_text
@@ -214,7 +215,10 @@ class IngestService:
 
     def _embed_and_write(self, writes: list[tuple[int, Document, list[Chunk], str]]) -> None:
         flat = [c for _, _, chunks, _ in writes for c in chunks]
-        vectors = self.embedder.embed([c.indexed_text for c in flat])
+        texts = [c.indexed_text for c in flat]
+        with stage_span("rampart.ingest.embed", chunks=len(texts)):
+            vectors = self.embedder.embed(texts)
+        lengths = self.index.token_lengths(texts)  # one call for the batch: one RPC for a remote index
         row = 0
         batch: list[DocumentWrite] = []
         for _, doc, chunks, digest in writes:
@@ -222,7 +226,7 @@ class IngestService:
             trust = str(doc.metadata.get("trust", ""))[:64]  # the fact-check's source-trust signal
             for c in chunks:
                 c = c.model_copy(update={"trust": trust}) if trust else c
-                filled.append(ChunkWrite(c, self.index.token_length(c.indexed_text), vectors[row]))
+                filled.append(ChunkWrite(c, lengths[row], vectors[row]))
                 row += 1
             batch.append(
                 DocumentWrite(
@@ -237,7 +241,8 @@ class IngestService:
                     chunks=filled,
                 )
             )
-        self.index.write(batch)
+        with stage_span("rampart.ingest.write", documents=len(batch)):
+            self.index.write(batch)
 
     def _fail(self, doc: Document, code: ErrorCode, message: str) -> IngestResult:
         self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.FAILED, error=message)

@@ -1,20 +1,27 @@
 """The orchestrator's HTTP face (FastAPI), over any backend: a Serve handle or the in-process service.
 
-It authenticates nothing: the gateway in front of it does, and sends the principal in the body.
-Errors are ``{code, message, details}`` with the gateway's status mapping.
+Users authenticate at the gateway, which sends the principal in the body; so when a ``token`` is
+configured (``remote.internal_token``; the stack always sets one) every call but ``/healthz`` must
+carry it in ``x-rampart-internal-token``: whoever can reach this port cannot pose as a user.
+Errors are ``{code, message, details}`` with the gateway's status mapping. Each request continues
+the caller's trace (W3C ``traceparent``).
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.internal_auth import INTERNAL_TOKEN_HEADER
+from services.common.otel import instrument_fastapi
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 from services.orchestrator.pipeline_service import PipelineService
@@ -55,12 +62,30 @@ def _error(exc: RampartError) -> JSONResponse:
     return JSONResponse(exc.to_dict(), status_code=exc.http_status)
 
 
-def create_orchestrator_app(backend: OrchestratorBackend) -> FastAPI:
+def create_orchestrator_app(backend: OrchestratorBackend, *, token: str | None = None) -> FastAPI:
     app = FastAPI(
         title="Rampart orchestrator",
         version="0.1.0",
         description="Internal: called by the gateway, which authenticates and passes the principal.",
     )
+    expected = token.encode() if token else None
+
+    @app.middleware("http")
+    async def internal_token(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if expected is None or request.url.path == "/healthz":
+            return await call_next(request)
+        given = request.headers.get(INTERNAL_TOKEN_HEADER, "").encode()
+        if hmac.compare_digest(given, expected):
+            return await call_next(request)
+        return _error(
+            RampartError(
+                ErrorCode.UNAUTHENTICATED,
+                f"missing or wrong {INTERNAL_TOKEN_HEADER}: only the gateway (remote.internal_token) may "
+                "call the orchestrator",
+            )
+        )
 
     @app.exception_handler(RampartError)
     async def rampart_error(request: Request, exc: RampartError) -> JSONResponse:
@@ -106,4 +131,5 @@ def create_orchestrator_app(backend: OrchestratorBackend) -> FastAPI:
         """Answer as the given principal, with citations (docs/orchestration.md)."""
         return (await backend.answer(call)).unwrap_answer()
 
+    instrument_fastapi(app)  # a server span per request, continuing the gateway's traceparent
     return app

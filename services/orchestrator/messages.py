@@ -4,6 +4,7 @@ The gateway authenticates and passes the :class:`Principal`; the orchestrator tr
 an API key. A :class:`PipelineReply` carries either a response or an error, because a
 ``RampartError`` raised inside a Ray replica does not survive Ray's exception serialisation (its
 constructor takes keyword details); the caller turns the error back into one with :meth:`unwrap`.
+A Serve handle call carries no OpenTelemetry context, so the request carries it (``trace_context``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ class PipelineSearchRequest(Strict):
     request_id: str | None = Field(
         default=None, pattern=REQUEST_ID_PATTERN, description="The gateway's request id, for the logs"
     )
+    trace_context: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=8,
+        description="W3C trace context (traceparent, tracestate) of the caller's span, so the replica's "
+        "spans join the request's trace across a Serve handle; empty over HTTP (the header carries it)",
+    )
 
 
 class PipelineAnswerRequest(Strict):
@@ -34,6 +41,12 @@ class PipelineAnswerRequest(Strict):
     request: AnswerRequest
     request_id: str | None = Field(
         default=None, pattern=REQUEST_ID_PATTERN, description="The gateway's request id, for the logs"
+    )
+    trace_context: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=8,
+        description="W3C trace context (traceparent, tracestate) of the caller's span, so the replica's "
+        "spans join the request's trace across a Serve handle; empty over HTTP (the header carries it)",
     )
 
 

@@ -13,8 +13,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry import context as otel_context
+
 from services.common import telemetry
 from services.common.errors import ErrorCode, RampartError, invalid
+from services.common.otel import context_from, current_trace_id
 from services.common.settings import RampartSettings
 from services.common.types import Principal, SearchFilters
 from services.gateway.schemas import (
@@ -71,6 +74,7 @@ class PipelineService:
                 factcheck_fallback=o.fallback,
                 adaptive=to_adaptive(done),
                 request_id=call.request_id or "",
+                trace_id=current_trace_id(),
             )
         if body.session_id or body.history:
             raise invalid(
@@ -110,6 +114,7 @@ class PipelineService:
             filtered=to_filtered(outcome.filtered),
             factcheck_fallback=outcome.fallback,
             request_id=call.request_id or "",
+            trace_id=current_trace_id(),
         )
 
     def answer(self, call: PipelineAnswerRequest) -> AnswerResponse:
@@ -132,12 +137,15 @@ class PipelineService:
             filtered=to_filtered(o.filtered),
             timings_ms={k: round(v, 2) for k, v in done.timings_ms.items()},
             request_id=call.request_id or "",
+            trace_id=current_trace_id(),
         )
 
     def reply(self, call: PipelineSearchRequest | PipelineAnswerRequest) -> PipelineReply:
         """:meth:`search` or :meth:`answer` with every error as data (what crosses a Serve handle)."""
         if call.request_id:
             telemetry.request_id.set(call.request_id)
+        # across a Serve handle the caller's span arrives as data: continue its trace here
+        token = otel_context.attach(context_from(call.trace_context)) if call.trace_context else None
         try:
             if isinstance(call, PipelineAnswerRequest):
                 return PipelineReply.ok(self.answer(call))
@@ -149,6 +157,9 @@ class PipelineService:
             return PipelineReply.failed(
                 RampartError(ErrorCode.INTERNAL, "internal error in the orchestrator; see its logs")
             )
+        finally:
+            if token is not None:
+                otel_context.detach(token)
 
     def _check(self, who: Principal, tenant: str | None, query: str, top_k: int, conv: Conversation) -> None:
         """Scope, tenant and size limits: refused before any work is done."""

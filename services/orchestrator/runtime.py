@@ -1,8 +1,9 @@
 """Builds every embedded-mode dependency once, from settings, and hands them out.
 
 The gateway, the CLI and the evaluation harness all start from :meth:`Runtime.open`; nothing else
-constructs models or indexes. Later issues add reranker, fact-checker and router here, each from its
-own factory.
+constructs models or indexes. With ``remote.retrieval_address`` set (the distributed stack) the index
+and hybrid retrieval are the retrieval service's, reached over gRPC through the same protocols
+(:class:`SearchIndex`, :class:`Retriever`): nothing downstream can tell.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder, build_embedder
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import SearchIndex, open_index
+from services.retrieval.retriever import Retriever
 
 if TYPE_CHECKING:
     from services.orchestrator.orchestrator import Orchestrator
@@ -36,6 +38,7 @@ class Runtime:
     index: SearchIndex
     ingest: IngestService
     search: SearchPipeline
+    retriever: Retriever
     reranker: Reranker | None = None
     owns_reranker: bool = True  # False when the caller passed one in (it closes it)
     fact_checker: FactChecker | None = None
@@ -63,12 +66,12 @@ class Runtime:
         embedder = embedder or build_embedder(settings)
         owns = reranker is None
         reranker = reranker if reranker is not None else build_reranker(settings)
-        index = open_index(settings, embedder.dim, embedder.model_id)
+        index, retriever = _retrieval(settings, embedder)
         ingest = IngestService.from_settings(index, embedder, settings)
         cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
         checker = build_fact_checker(settings, embedder)
         search = SearchPipeline(
-            HybridRetriever(index, embedder),
+            retriever,
             settings.fusion,
             RerankStage(reranker, cache),
             settings.rerank,
@@ -84,7 +87,7 @@ class Runtime:
                 **index.stats(),
             },
         )
-        return cls(settings, embedder, index, ingest, search, reranker, owns, checker)
+        return cls(settings, embedder, index, ingest, search, retriever, reranker, owns, checker)
 
     def close(self) -> None:
         if self._orchestrator is not None:
@@ -92,5 +95,20 @@ class Runtime:
         if self.fact_checker is not None:
             self.fact_checker.close()
         self.index.close()
+        close = getattr(self.retriever, "close", None)  # a remote retriever's channel
+        if close is not None:
+            close()
         if self.reranker is not None and self.owns_reranker:
             self.reranker.close()
+
+
+def _retrieval(settings: RampartSettings, embedder: Embedder) -> tuple[SearchIndex, Retriever]:
+    """The local index and hybrid retriever, or the retrieval service's behind gRPC clients."""
+    address = settings.remote.retrieval_address
+    if not address:
+        index = open_index(settings, embedder.dim, embedder.model_id)
+        return index, HybridRetriever(index, embedder)
+    from services.retrieval.remote_index import RemoteIndex
+    from services.retrieval.remote_retriever import RemoteRetriever
+
+    return RemoteIndex.connect(address, settings.remote), RemoteRetriever.connect(address, settings.remote)

@@ -10,10 +10,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from services.common.settings import FactCheckSettings, FusionSettings, RerankSettings
+from services.common.tracing import stage_span
 from services.common.types import Principal
 from services.factcheck.stage import FactCheckStage
 from services.rerank.stage import Mode, RerankStage
-from services.retrieval.hybrid import HybridRetriever, SearchOutcome, SearchParams
+from services.retrieval.hybrid import SearchOutcome, SearchParams
+from services.retrieval.retriever import Retriever
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class FactCheckOptions:
 class SearchPipeline:
     def __init__(
         self,
-        retriever: HybridRetriever,
+        retriever: Retriever,
         defaults: FusionSettings,
         rerank: RerankStage | None = None,
         rerank_defaults: RerankSettings | None = None,
@@ -103,21 +105,34 @@ class SearchPipeline:
         judge = max(fc.depth, wanted) if fc.enabled else 0
         peers = fc.context_depth if fc.enabled else 0
         need = max(wanted, opts.depth if opts.enabled else 0, judge, peers)
-        # the fact-check clusters results by their stored embeddings instead of embedding them again
-        outcome = self.retriever.search(
-            query, principal, replace(params, top_k=need, vectors=params.vectors or fc.enabled)
-        )
-        if opts.enabled:
-            result = self.rerank.apply(
-                query, outcome.hits, depth=opts.depth, mode=opts.mode, weight=opts.weight
-            )
-            outcome.hits = result.hits
-            outcome.timings_ms["rerank"] = result.ms
-            outcome.candidates["reranked"] = result.reranked
-            outcome.degraded += result.degraded
-        if fc.enabled:
-            self.check(query, outcome, fc, judge=judge)
-        outcome.hits = outcome.hits[:wanted]
+        with stage_span("rampart.search", top_k=wanted) as span:
+            # the fact-check clusters results by their stored embeddings instead of embedding them again
+            with stage_span("rampart.retrieve", depth=need) as rs:
+                outcome = self.retriever.search(
+                    query, principal, replace(params, top_k=need, vectors=params.vectors or fc.enabled)
+                )
+                rs.set_attributes(
+                    {
+                        "rampart.retrieval.candidates": len(outcome.hits),
+                        **{f"rampart.retrieval.{k}": v for k, v in outcome.candidates.items()},
+                    }
+                )
+            if opts.enabled:
+                with stage_span("rampart.rerank", depth=opts.depth, mode=opts.mode) as rr:
+                    result = self.rerank.apply(
+                        query, outcome.hits, depth=opts.depth, mode=opts.mode, weight=opts.weight
+                    )
+                    rr.set_attributes(
+                        {"rampart.rerank.reranked": result.reranked, "rampart.degraded": result.degraded}
+                    )
+                outcome.hits = result.hits
+                outcome.timings_ms["rerank"] = result.ms
+                outcome.candidates["reranked"] = result.reranked
+                outcome.degraded += result.degraded
+            if fc.enabled:
+                self.check(query, outcome, fc, judge=judge)
+            outcome.hits = outcome.hits[:wanted]
+            span.set_attributes({"rampart.results": len(outcome.hits), "rampart.degraded": outcome.degraded})
         return outcome
 
     def check(self, query: str, outcome: SearchOutcome, fc: FactCheckOptions, *, judge: int) -> None:
@@ -126,14 +141,23 @@ class SearchPipeline:
         chain's or a corrective search's merged results."""
         peers = fc.context_depth
         # only judged results go on: a filtered one is not replaced by an unjudged one from below
-        checked = self.factcheck.apply(
-            query,
-            outcome.hits[: max(judge, peers)],
-            depth=judge,
-            min_keep=fc.min_keep,
-            deadline_s=fc.deadline_s,
-            context_depth=peers,
-        )
+        with stage_span("rampart.factcheck", depth=judge, context_depth=peers) as span:
+            checked = self.factcheck.apply(
+                query,
+                outcome.hits[: max(judge, peers)],
+                depth=judge,
+                min_keep=fc.min_keep,
+                deadline_s=fc.deadline_s,
+                context_depth=peers,
+            )
+            span.set_attributes(
+                {
+                    "rampart.factcheck.judged": checked.judged,
+                    "rampart.factcheck.filtered": len(checked.filtered),
+                    "rampart.factcheck.fallback": checked.fallback,
+                    "rampart.degraded": checked.degraded,
+                }
+            )
         outcome.hits = checked.hits
         outcome.timings_ms["factcheck"] = checked.ms
         outcome.candidates["judged"] = checked.judged

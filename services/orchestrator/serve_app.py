@@ -29,6 +29,15 @@ from ray.serve.exceptions import RayServeException
 from ray.serve.handle import DeploymentHandle
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.internal_auth import INTERNAL_TOKEN_HEADER
+from services.common.metrics import start_metrics_server
+from services.common.otel import (
+    configure_tracing,
+    instrument_celery,
+    instrument_grpc_client,
+    instrument_redis,
+    trace_headers,
+)
 from services.common.settings import RampartSettings
 from services.orchestrator.http_app import create_orchestrator_app
 from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
@@ -45,6 +54,7 @@ from services.orchestrator.serve_config import (
 log = logging.getLogger(__name__)
 
 PIPELINE = "PipelineDeployment"
+SERVICE_NAME = "rampart-orchestrator"  # OTel service.name of both deployments' replicas
 INGRESS = "OrchestratorIngress"
 # Ray phones home unless told not to; nothing may leave these machines.
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
@@ -55,6 +65,12 @@ class PipelineDeployment:
     """One replica = one :class:`PipelineService` (models loaded once, index open)."""
 
     def __init__(self, settings: RampartSettings) -> None:
+        configure_tracing(SERVICE_NAME)  # a replica is its own process: exporters from its OTEL_* env
+        # its outgoing hops (retrieval over gRPC, Celery fact-checks, Redis) continue the request's trace
+        instrument_grpc_client()
+        instrument_celery()
+        instrument_redis()
+        self._metrics = _metrics_server(settings)
         self._service = PipelineService.open(settings)
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
@@ -115,6 +131,8 @@ class HandleBackend:
         return await self._call("answer", call)
 
     async def _call(self, method: str, call: PipelineSearchRequest | PipelineAnswerRequest) -> PipelineReply:
+        # a handle call carries no trace context: the message does (PipelineService.reply attaches it)
+        call = call.model_copy(update={"trace_context": trace_headers()})
         try:
             reply: PipelineReply = await getattr(self._pipeline, method).remote(call)
         except (RayError, RayServeException) as exc:
@@ -136,32 +154,50 @@ class HandleBackend:
         return state
 
 
+def _metrics_server(settings: RampartSettings) -> object | None:
+    """The replica's ``/metrics`` (stage histograms, verdict and degradation counters live here, where
+    the pipeline runs). Optional: a port taken (another replica on this host) is logged, not fatal."""
+    s = settings.serve
+    if not s.metrics_port:
+        return None
+    try:
+        return start_metrics_server(s.host, s.metrics_port)[0]
+    except RampartError as exc:
+        log.warning("pipeline replica serves no /metrics: %s", exc.message)
+        return None
+
+
 @serve.deployment(name=INGRESS)
 @serve.ingress()
 class OrchestratorIngress:
     """The HTTP entry (FastAPI); stateless, so it autoscales without touching the models."""
 
-    def __init__(self, pipeline: DeploymentHandle[Any]) -> None:
+    def __init__(self, pipeline: DeploymentHandle[Any], token: str | None = None) -> None:
+        configure_tracing(SERVICE_NAME)
         self._backend = HandleBackend(pipeline)
+        self._token = token
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return create_orchestrator_app(self._backend)
+        return create_orchestrator_app(self._backend, token=self._token)
 
 
 def build_app(settings: RampartSettings, tunables: LiveTunables | None = None) -> Application:
     """The Serve application for these settings; a bad config is refused here, before any deploy."""
     s = settings.serve
-    if s.pipeline_max_replicas > 1:
+    if s.pipeline_max_replicas > 1 and not settings.remote.retrieval_address:
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
             f"serve.pipeline_max_replicas={s.pipeline_max_replicas}, but the embedded index is opened by "
-            "one process at a time; keep 1 (scale the ingress instead) until a shared index backend exists",
+            "one process at a time; keep 1 (scale the ingress instead) or serve the index from the "
+            "retrieval service (remote.retrieval_address)",
             field="serve.pipeline_max_replicas",
         )
     chosen = tunables or LiveTunables()
     apply_tunables(settings, chosen)  # raises RampartError naming the bad key
     settings = _absolute_paths(settings)
     version = code_version(settings)
+    secret = settings.remote.internal_token
+    token = secret.get_secret_value() if secret else None
     # ``_internal`` lets us pin the version (see code_version): only then does a tunables-only
     # redeploy reconfigure the running replicas instead of restarting them.
     pipeline = PipelineDeployment.options(  # type: ignore[attr-defined]
@@ -172,7 +208,7 @@ def build_app(settings: RampartSettings, tunables: LiveTunables | None = None) -
     ).bind(settings)
     app: Application = OrchestratorIngress.options(  # type: ignore[attr-defined]
         version=version, _internal=True, **ingress_options(settings)
-    ).bind(pipeline)
+    ).bind(pipeline, token)
     return app
 
 
@@ -265,13 +301,18 @@ def base_url(settings: RampartSettings) -> str:
     return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{settings.serve.port}"  # noqa: S104
 
 
-def wait_http_ready(settings: RampartSettings) -> None:
-    """Poll /readyz through the proxy until it answers 200 (the proxy starts after the app)."""
+def wait_http_ready(settings: RampartSettings, stop: threading.Event | None = None) -> None:
+    """Poll /readyz through the proxy until it answers 200 (the proxy starts after the app); returns
+    early once ``stop`` is set (a SIGTERM while starting must not wait out the timeout)."""
     deadline = time.monotonic() + settings.serve.ready_timeout_s
     last = "no answer"
+    secret = settings.remote.internal_token
+    headers = {INTERNAL_TOKEN_HEADER: secret.get_secret_value()} if secret else {}
     while time.monotonic() < deadline:
+        if stop is not None and stop.is_set():
+            return
         try:
-            r = httpx.get(f"{base_url(settings)}/readyz", timeout=5)
+            r = httpx.get(f"{base_url(settings)}/readyz", headers=headers, timeout=5)
             if r.status_code == 200:
                 return
             last = f"HTTP {r.status_code}: {r.text[:200]}"
@@ -304,7 +345,7 @@ def serve_forever(settings: RampartSettings, tunables: LiveTunables | None = Non
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[int(sig)] = signal.signal(sig, lambda *_: stop.set())
         deploy(settings, tunables)
-        wait_http_ready(settings)
+        wait_http_ready(settings, stop)
         log.info("orchestrator serving", extra={"url": base_url(settings)})
         print(
             f"serving {base_url(settings)}/v1/search (Ray Serve app {settings.serve.app_name!r})", flush=True

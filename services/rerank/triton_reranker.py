@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -115,7 +116,13 @@ class TritonReranker:
             return []
         deadline = time.monotonic() + self._cfg.deadline_ms / 1000
         spans = [(i, min(i + self._batch, len(items))) for i in range(0, len(items), self._batch)]
-        futures = [self._pool.submit(self._infer_retrying, query, items[a:b], deadline) for a, b in spans]
+        # each batch runs in a copy of this context: its gRPC span joins the request's trace
+        futures = [
+            self._pool.submit(
+                contextvars.copy_context().run, self._infer_retrying, query, items[a:b], deadline
+            )
+            for a, b in spans
+        ]
         out: list[float] = []
         for f in futures:
             out.extend(f.result())

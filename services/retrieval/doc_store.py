@@ -94,7 +94,9 @@ class DocStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a write the ingest journal then marks done must survive a power loss, not only a
+        # process crash (NORMAL in WAL mode may roll back the last commits); one fsync per batch.
+        self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
         self._lock = threading.RLock()

@@ -202,6 +202,9 @@ class EmbeddedIndex:
     def token_length(self, text: str) -> int:
         return len(self.bm25_index.analyze(text))
 
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        return [len(self.bm25_index.analyze(t)) for t in texts]
+
     # ---- reads ----------------------------------------------------------------------------------------
     def _allowed(self, principal: Principal, filters: SearchFilters | None) -> npt.NDArray[np.int64]:
         tokens = principal.acl_tokens()

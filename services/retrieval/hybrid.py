@@ -81,6 +81,9 @@ class HybridRetriever:
         self.index = index
         self.embedder = embedder
 
+    def stats(self) -> dict[str, int]:
+        return self.index.stats()
+
     def search(self, query: str, principal: Principal, params: SearchParams) -> SearchOutcome:
         vector = None
         timings: dict[str, float] = {}

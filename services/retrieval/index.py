@@ -20,7 +20,10 @@ Hits = list[tuple[int, float]]
 
 
 class SearchIndex(Protocol):
-    dim: int
+    @property
+    def dim(self) -> int:
+        """Dimension of the stored vectors (read-only: a remote index asks its server once)."""
+        ...
 
     # ---- writes ----
     def write(self, docs: Sequence[DocumentWrite]) -> None:
@@ -43,6 +46,10 @@ class SearchIndex(Protocol):
 
     def token_length(self, text: str) -> int:
         """Analysed token count of ``text`` (BM25 document length)."""
+        ...
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """:meth:`token_length` of many texts in one call (one RPC for a remote index)."""
         ...
 
     # ---- reads (every read is scoped to a principal; the filter is applied inside the search) ----

@@ -14,11 +14,15 @@ import numpy as np
 import pytest
 
 from services.common.errors import RampartError
-from services.common.settings import IndexSettings
+from services.common.net import free_port
+from services.common.settings import GrpcServerSettings, IndexSettings, RemoteSettings
 from services.common.types import Acl, Chunk, DocumentState, Principal, SearchFilters
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.index import SearchIndex
+from services.retrieval.remote_index import RemoteIndex
+from services.retrieval.server import RetrievalApp
+from tests.integration.grpc_servers import BackgroundLoop
 
 pytestmark = pytest.mark.integration
 DIM = 16
@@ -68,15 +72,39 @@ BOB = Principal(tenant="t1", user="bob", groups=["hr"])
 EVE = Principal(tenant="t2", user="eve", groups=["eng"])
 
 
-@pytest.fixture(params=["embedded-flat", "embedded-hnsw"])
+class ServedIndex:
+    """An embedded index served by an in-process retrieval gRPC server, used through ``RemoteIndex``."""
+
+    def __init__(self, loop: BackgroundLoop, root: Path, kind: str) -> None:
+        self.loop = loop
+        port = loop.run(self._start(root, kind))
+        self.client = RemoteIndex.connect(f"127.0.0.1:{port}", RemoteSettings())
+
+    async def _start(self, root: Path, kind: str) -> int:
+        # Opened on the loop's thread, which also closes it (the index's file lock is per thread).
+        index = EmbeddedIndex.open(root, dim=DIM, settings=IndexSettings(vector_kind=kind))
+        self.app = RetrievalApp(GrpcServerSettings(host="127.0.0.1", port=free_port()), index, None)
+        return await self.app.start()
+
+    def close(self) -> None:
+        self.client.close()
+        self.loop.run(self.app.stop(grace_s=1.0))  # closes the embedded index too
+
+
+@pytest.fixture(params=["embedded-flat", "embedded-hnsw", "remote-flat"])
 def make_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], SearchIndex]]:
-    opened: list[SearchIndex] = []
+    opened: list[EmbeddedIndex | ServedIndex] = []
     kind = "hnsw" if request.param.endswith("hnsw") else "flat"
+    loop = BackgroundLoop() if request.param.startswith("remote") else None
 
     def make() -> SearchIndex:
         for ix in opened:
             ix.close()
         opened.clear()
+        if loop is not None:
+            served = ServedIndex(loop, tmp_path / "index", kind)
+            opened.append(served)
+            return served.client
         ix = EmbeddedIndex.open(tmp_path / "index", dim=DIM, settings=IndexSettings(vector_kind=kind))
         opened.append(ix)
         return ix
@@ -84,6 +112,8 @@ def make_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
     yield make
     for ix in opened:
         ix.close()
+    if loop is not None:
+        loop.close()
 
 
 def ids(hits: list[tuple[int, float]], index: SearchIndex) -> set[str]:
@@ -218,3 +248,11 @@ def test_stored_vectors_are_what_was_written(make_index: Callable[[], SearchInde
     for cid in cids:
         np.testing.assert_allclose(stored[cid], vec(chunks[cid].text), rtol=1e-6)
     assert ix.stored_vectors([]) == {}
+
+
+def test_token_lengths_batch_matches_single(make_index: Callable[[], SearchIndex]) -> None:
+    ix = make_index()
+    texts = ["Parental leave is sixteen weeks.", "", "the the vpn"]
+    assert ix.token_lengths(texts) == [ix.token_length(t) for t in texts]
+    assert ix.token_lengths(texts)[0] > 0
+    assert ix.token_lengths([]) == []

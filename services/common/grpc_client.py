@@ -1,0 +1,228 @@
+"""Calling Rampart gRPC services: channels, deadlines, retries, and errors mapped back to RampartError.
+
+A remote stage must fail exactly like the local one: :func:`error_from_rpc` rebuilds the
+``RampartError`` the server raised (code, message, details) from the status' ``ErrorInfo``
+(see :mod:`services.common.grpc_server`); statuses without one (the server unreachable, a deadline)
+become ``UNAVAILABLE`` / ``DEADLINE_EXCEEDED`` / … naming the address.
+
+Usage (see ``services/retrieval/remote_index.py``)::
+
+    channel = open_channel("127.0.0.1:50051")          # lazy: nothing connects yet
+    caller = Caller(channel, "127.0.0.1:50051", deadline_ms=settings.remote.deadline_ms)
+    stub = index_pb2_grpc.IndexServiceStub(channel)
+    reply = caller.call(stub.Stats, index_pb2.IndexStatsRequest(), idempotent=True)
+    check_ready(channel, "rampart.retrieval.v1.IndexService")   # health probe -> bool
+
+Deadline of each call: the smaller of ``deadline_ms`` and what is left of the deadline of the RPC being
+served (:func:`services.common.grpc_server.remaining_s`), so a deadline propagates across hops.
+Retries (tenacity, exponential backoff, within that same deadline) happen on ``UNAVAILABLE`` only and
+only for calls marked idempotent: a write whose reply was lost is never silently sent twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, TypeVar
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+    wait_exponential,
+)
+from tenacity.stop import stop_base
+
+from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
+from services.common.grpc_server import ERROR_DOMAIN, remaining_s
+
+R = TypeVar("R")
+
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+_BY_GRPC_NAME: dict[str, ErrorCode] = {}
+for _code, _name in GRPC_STATUS.items():
+    _BY_GRPC_NAME.setdefault(_name, _code)
+
+
+def open_channel(
+    address: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, keepalive_s: float = 30.0
+) -> grpc.Channel:
+    """An insecure channel to ``address`` (host:port); connects lazily on the first call."""
+    if not address or ":" not in address:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"gRPC address {address!r} is not host:port; set e.g. RAMPART_REMOTE__RETRIEVAL_ADDRESS="
+            "127.0.0.1:50051",
+            address=address,
+        )
+    return grpc.insecure_channel(
+        address,
+        options=[
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.enable_retries", 0),  # tenacity retries, with our own rules
+        ],
+    )
+
+
+def error_from_rpc(exc: grpc.RpcError, *, address: str, method: str) -> RampartError:
+    """The ``RampartError`` a failed call stands for (the server's own, when it sent one)."""
+    status = rpc_status.from_call(exc) if isinstance(exc, grpc.Call) else None
+    if status is not None:
+        for detail in status.details:
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                if info.domain == ERROR_DOMAIN and info.reason in ErrorCode._value2member_map_:
+                    details = {k: _json_or_text(v) for k, v in info.metadata.items()}
+                    return RampartError(ErrorCode(info.reason), status.message, **details)
+    code: grpc.StatusCode = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+    text = (exc.details() or "") if isinstance(exc, grpc.Call) else str(exc)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return RampartError(
+            ErrorCode.UNAVAILABLE,
+            f"{method} at {address} is unavailable ({text}); is the service running and ready?",
+            address=address,
+            method=method,
+        )
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RampartError(
+            ErrorCode.DEADLINE_EXCEEDED,
+            f"{method} at {address} exceeded its deadline; raise the deadline (remote.deadline_ms) or "
+            "look at the service's latency",
+            address=address,
+            method=method,
+        )
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "concurrent rpc limit" in text.lower():
+        return RampartError(
+            ErrorCode.RATE_LIMITED,
+            f"{method} at {address} refused: the server is at its max_concurrent_rpcs; retry later "
+            "or add replicas",
+            address=address,
+            method=method,
+        )
+    mapped = _BY_GRPC_NAME.get(code.name, ErrorCode.INTERNAL)
+    return RampartError(mapped, f"{method} at {address} failed: {code.name}: {text}", address=address)
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _unavailable(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.UNAVAILABLE
+
+
+class Caller:
+    """Makes unary calls on one channel with the deadline/retry/error rules of the module doc."""
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        address: str,
+        *,
+        deadline_ms: int,
+        attempts: int = 3,
+        backoff_s: float = 0.05,
+    ) -> None:
+        self.channel = channel
+        self.address = address
+        self.deadline_ms = deadline_ms
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+
+    def timeout_s(self, deadline_ms: int | None = None) -> float:
+        """This call's timeout: the configured one, capped by the propagated remaining deadline."""
+        own = (deadline_ms if deadline_ms is not None else self.deadline_ms) / 1000
+        left = remaining_s()
+        return own if left is None else min(own, left)
+
+    def call(
+        self,
+        method: Any,
+        request: Any,
+        *,
+        idempotent: bool,
+        deadline_ms: int | None = None,
+    ) -> Any:
+        """``method(request)`` (a stub's unary-unary multicallable) under the module's rules."""
+        name = _method_name(method)
+        end = time.monotonic() + self.timeout_s(deadline_ms)
+
+        def attempt() -> Any:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise RampartError(
+                    ErrorCode.DEADLINE_EXCEEDED,
+                    f"{name} at {self.address}: no time left of the caller's deadline",
+                    address=self.address,
+                    method=name,
+                )
+            return method(request, timeout=left)
+
+        retrying = Retrying(
+            retry=retry_if_exception(_unavailable) if idempotent else retry_if_exception(lambda _: False),
+            stop=stop_any(stop_after_attempt(self.attempts if idempotent else 1), _Until(end)),
+            wait=wait_exponential(multiplier=self.backoff_s, max=1.0),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, address=self.address, method=name) from None
+
+
+class _Until(stop_base):
+    """Stop retrying once the call's overall deadline (a ``time.monotonic()`` value) has passed."""
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+
+    def __call__(self, state: RetryCallState) -> bool:
+        return time.monotonic() >= self.end
+
+
+def _method_name(method: Any) -> str:
+    raw = getattr(method, "_method", b"")
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    return text.rsplit("/", 1)[-1] or "call"
+
+
+def check_ready(channel: grpc.Channel, service: str = "", *, timeout_s: float = 1.0) -> bool:
+    """Whether ``service`` (a full service name; ``""``: the whole server) reports SERVING."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    try:
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+    except grpc.RpcError:
+        return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def wait_ready(channel: grpc.Channel, address: str, service: str = "", *, timeout_s: float = 30.0) -> None:
+    """Block until ``service`` is SERVING; ``UNAVAILABLE`` naming ``address`` after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while True:
+        if check_ready(channel, service, timeout_s=min(1.0, max(0.05, end - time.monotonic()))):
+            return
+        if time.monotonic() >= end:
+            raise RampartError(
+                ErrorCode.UNAVAILABLE,
+                f"gRPC service {service or '(server)'} at {address} not SERVING after {timeout_s:.0f}s; "
+                "is it running, and did its dependencies load?",
+                address=address,
+                service=service,
+            )
+        time.sleep(0.1)

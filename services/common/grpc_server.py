@@ -1,0 +1,296 @@
+"""An async gRPC server with what every Rampart service needs: health, reflection, errors, deadlines.
+
+Errors are mapped once, here: a handler raises :class:`RampartError` and the caller gets the status
+from ``GRPC_STATUS`` with a rich ``google.rpc.Status`` whose ``ErrorInfo`` carries the ``ErrorCode``
+(``reason``) and the details (JSON values in ``metadata``), which
+:func:`services.common.grpc_client.error_from_rpc` turns back into the same ``RampartError``. Any other
+exception becomes ``INTERNAL`` with a generic message (the traceback stays in the server log).
+
+The caller's deadline is put in a contextvar for the handler: :func:`remaining_s` tells how long is
+left and the client helpers cap their own deadlines with it, so a deadline propagates across hops.
+Blocking work goes to a thread with :func:`run_blocking`, which carries that context along.
+
+Usage (a service's ``__main__``; see ``services/retrieval/server.py``)::
+
+    server = GrpcServer(settings.retrieval_service, name="retrieval")
+    server.add(retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server, servicer,
+               retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"])
+    server.on_stop(index.close)              # runs after in-flight RPCs finished
+    port = await server.start()              # binds host:port, health NOT_SERVING
+    await server.set_serving()               # dependencies ready: health SERVING for every service
+    await server.serve_until_signal()        # SIGTERM/SIGINT: NOT_SERVING, grace_s drain, on_stop
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import json
+import logging
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.descriptor import ServiceDescriptor
+from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
+from services.common.metrics import record_request
+from services.common.settings import GrpcServerSettings
+
+log = logging.getLogger(__name__)
+
+ERROR_DOMAIN = "rampart"
+"""``ErrorInfo.domain`` of errors raised by Rampart services (others are not ``RampartError``)."""
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+T = TypeVar("T")
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "rampart_grpc_deadline", default=None
+)
+
+
+def remaining_s() -> float | None:
+    """Seconds left of the deadline of the RPC being served (``None``: no RPC, or no deadline)."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def set_deadline(seconds: float | None) -> contextvars.Token[float | None]:
+    """Make ``seconds`` from now the propagated deadline (tests; callers outside an RPC)."""
+    return _deadline.set(None if seconds is None else time.monotonic() + seconds)
+
+
+async def run_blocking(executor: Executor | None, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run blocking ``fn`` on ``executor`` (a bounded pool) with this task's context (the deadline)."""
+    ctx = contextvars.copy_context()
+    call = functools.partial(ctx.run, fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+
+def status_of(exc: RampartError) -> tuple[grpc.StatusCode, str, bytes]:
+    """``(code, message, google.rpc.Status bytes)`` for ``exc``: the one RampartError -> gRPC mapping."""
+    code = grpc.StatusCode[GRPC_STATUS[exc.code]]
+    info = error_details_pb2.ErrorInfo(
+        reason=exc.code.value,
+        domain=ERROR_DOMAIN,
+        metadata={k: json.dumps(v, default=str) for k, v in exc.details.items()},
+    )
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message=exc.message, details=[detail])
+    return code, exc.message, status.SerializeToString()
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+    if not isinstance(exc, RampartError):
+        log.exception("unhandled error in %s", method, exc_info=exc)
+        exc = RampartError(
+            ErrorCode.INTERNAL, f"internal error in {method}; the server log has the cause", method=method
+        )
+    code, message, status = status_of(exc)
+    await context.abort(code, message, trailing_metadata=((STATUS_DETAILS_KEY, status),))
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Maps exceptions to statuses (see the module doc), publishes the caller's deadline, and counts
+    each unary RPC by outcome code (``rampart_requests_total{service,method,code}``) with its latency."""
+
+    def __init__(self, service: str = "grpc") -> None:
+        self.service = service
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        method: str = details.method
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary, method, self.service),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(handler.stream_unary, method, self.service),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return grpc.stream_stream_rpc_method_handler(
+            self._stream(handler.stream_stream, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    @staticmethod
+    def _unary(behavior: Callable[..., Any], method: str, service: str) -> Callable[..., Awaitable[Any]]:
+        name = method.rsplit("/", 1)[-1]  # "/rampart.x.v1.Service/Method" -> a closed set of labels
+
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            _deadline.set(_absolute(context.time_remaining()))
+            started = time.perf_counter()
+            code = "ok"
+            try:
+                return await behavior(request, context)
+            except grpc.aio.AbortError:
+                code = "aborted"
+                raise
+            except Exception as exc:
+                code = exc.code.value if isinstance(exc, RampartError) else ErrorCode.INTERNAL.value
+                await _abort(context, exc, method)
+            finally:
+                record_request(service, name, code, time.perf_counter() - started)
+
+        return wrapped
+
+    @staticmethod
+    def _stream(behavior: Callable[..., Any], method: str) -> Callable[..., AsyncIterator[Any]]:
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            _deadline.set(_absolute(context.time_remaining()))
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await _abort(context, exc, method)
+
+        return wrapped
+
+
+def _absolute(remaining: float | None) -> float | None:
+    return None if remaining is None else time.monotonic() + remaining
+
+
+class GrpcServer:
+    """One ``grpc.aio`` server for one Rampart service process (see the module doc for usage)."""
+
+    def __init__(self, settings: GrpcServerSettings, *, name: str) -> None:
+        self.settings = settings
+        self.name = name
+        self.port: int | None = None
+        self._registrations: list[tuple[Callable[[Any, grpc.aio.Server], None], object, str]] = []
+        self._stop_callbacks: list[Callable[[], object]] = []
+        self._health = health.aio.HealthServicer()
+        self._server: grpc.aio.Server | None = None
+        self._stopping = asyncio.Event()
+
+    def add(
+        self,
+        register: Callable[[Any, grpc.aio.Server], None],
+        servicer: object,
+        service: ServiceDescriptor | str,
+    ) -> None:
+        """Register ``servicer`` with its generated ``add_*Servicer_to_server`` (before :meth:`start`).
+
+        ``service`` (its descriptor, or full name for a generic handler) names it for health and
+        reflection.
+        """
+        name = service if isinstance(service, str) else service.full_name
+        self._registrations.append((register, servicer, name))
+
+    def on_stop(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` (sync, or returning an awaitable) after the server drained, in order."""
+        self._stop_callbacks.append(callback)
+
+    @property
+    def service_names(self) -> list[str]:
+        return [full_name for _, _, full_name in self._registrations]
+
+    async def start(self) -> int:
+        """Bind ``host:port``, start serving with health NOT_SERVING; returns the bound port."""
+        size = self.settings.max_message_bytes
+        server = grpc.aio.server(
+            interceptors=[ErrorInterceptor(self.name)],
+            maximum_concurrent_rpcs=self.settings.max_concurrent_rpcs,
+            options=[
+                ("grpc.max_send_message_length", size),
+                ("grpc.max_receive_message_length", size),
+                # Accept the clients' keepalive pings (grpc_client.py) instead of answering GOAWAY.
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        for register, servicer, _ in self._registrations:
+            register(servicer, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            [
+                *self.service_names,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ],
+            server,
+        )
+        for full_name in ["", *self.service_names]:
+            await self._health.set(full_name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        address = f"{self.settings.host}:{self.settings.port}"
+        port = int(server.add_insecure_port(address))
+        if port == 0:
+            raise RampartError(
+                ErrorCode.UNAVAILABLE,
+                f"cannot bind the {self.name} gRPC server to {address}; is the port in use? "
+                f"set another port in its settings",
+                address=address,
+            )
+        await server.start()
+        self._server, self.port = server, port
+        log.info("%s gRPC server listening on %s:%d", self.name, self.settings.host, port)
+        return port
+
+    async def set_serving(self, serving: bool = True) -> None:
+        """Health of every registered service (and ``""``, the whole server): SERVING or NOT_SERVING."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for full_name in ["", *self.service_names]:
+            await self._health.set(full_name, status)
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """NOT_SERVING, refuse new RPCs, let in-flight ones finish within ``grace_s``, then on_stop."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        await self._health.enter_graceful_shutdown()
+        grace = self.settings.grace_s if grace_s is None else grace_s
+        log.info("%s gRPC server stopping (grace %.1fs)", self.name, grace)
+        await server.stop(grace)
+        for callback in self._stop_callbacks:
+            result = callback()
+            if asyncio.iscoroutine(result):
+                await result
+
+    def request_stop(self) -> None:
+        """Ask :meth:`serve_until_signal` to stop (what SIGTERM/SIGINT do)."""
+        self._stopping.set()
+
+    async def serve_until_signal(self) -> None:
+        """Serve until SIGTERM/SIGINT (or :meth:`request_stop`), then stop gracefully."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self._stopping.wait()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await self.stop()

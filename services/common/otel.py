@@ -1,0 +1,180 @@
+"""OpenTelemetry set-up for every Rampart process: the tracer provider and the instrumentations.
+
+Each process's entry point calls :func:`configure_tracing` once, then the ``instrument_*`` helpers for
+the transports it uses::
+
+    provider = configure_tracing("rampart-retrieval")   # before building servers/clients
+    instrument_grpc_server()                            # before grpc.aio.server(...)
+
+What is exported, where and how often is configured by the standard ``OTEL_*`` variables only, read by
+the SDK itself (docs/observability.md): ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``;
+unset = no export), ``OTEL_EXPORTER_OTLP_ENDPOINT``/``_PROTOCOL`` (``grpc``, the SDK's default, or
+``http/protobuf``), ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_SERVICE_NAME``.
+The provider is always the SDK's, exporting or not, so every request has a real trace id to return
+to the caller and to put in the logs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.sdk._configuration import _get_exporter_names, _import_exporters
+from opentelemetry.sdk.environment_variables import OTEL_SERVICE_NAME
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from services.common.errors import ErrorCode, RampartError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+log = logging.getLogger(__name__)
+
+# Probes and scrapes would be most of the spans and say nothing about requests.
+EXCLUDED_URLS = "healthz,readyz,metrics"
+
+
+def configure_tracing(service_name: str) -> TracerProvider:
+    """The process's SDK tracer provider, created on the first call (later calls return it).
+
+    ``OTEL_SERVICE_NAME`` wins over ``service_name``; ``OTEL_RESOURCE_ATTRIBUTES`` adds to it. Spans
+    leave through a ``BatchSpanProcessor`` per configured exporter, flushed at interpreter exit.
+    """
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    # the SDK's Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, but lets an
+    # explicit attribute override them: pass ours only when the operator named none
+    attributes = {} if os.environ.get(OTEL_SERVICE_NAME) else {SERVICE_NAME: service_name}
+    provider = TracerProvider(resource=Resource.create(attributes))  # sampler: OTEL_TRACES_SAMPLER
+    for name, exporter in _exporters().items():
+        provider.add_span_processor(BatchSpanProcessor(exporter()))
+        log.info("tracing: exporting spans", extra={"exporter": name, "service": service_name})
+    trace.set_tracer_provider(provider)
+    if trace.get_tracer_provider() is not provider:  # another provider won a race: use that one
+        provider.shutdown()
+        return configure_tracing(service_name)
+    atexit.register(provider.shutdown)  # flushes what the batch processors still hold
+    return provider
+
+
+def _exporters() -> dict[str, Any]:
+    """Exporter classes named by ``OTEL_TRACES_EXPORTER``, resolved by the SDK's own entry points."""
+    try:
+        names = _get_exporter_names("traces")
+        traces, _, _ = _import_exporters(names, [], [])
+    except (RuntimeError, ValueError) as exc:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"cannot build the trace exporter from OTEL_TRACES_EXPORTER="
+            f"{os.environ.get('OTEL_TRACES_EXPORTER')!r} / OTEL_EXPORTER_OTLP_PROTOCOL="
+            f"{os.environ.get('OTEL_EXPORTER_OTLP_PROTOCOL')!r} ({exc}); use otlp, console or none, "
+            "and grpc or http/protobuf",
+            field="OTEL_TRACES_EXPORTER",
+        ) from exc
+    return dict(traces)
+
+
+def flush_tracing() -> None:
+    """Flush and stop the process's provider now (a worker child about to exit skips ``atexit``)."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.force_flush()
+
+
+def current_trace_id() -> str | None:
+    """The current trace id as 32 hex digits, or ``None`` outside a (valid) span."""
+    ctx = trace.get_current_span().get_span_context()
+    return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+
+def current_span_id() -> str | None:
+    """The current span id as 16 hex digits, or ``None`` outside a (valid) span."""
+    ctx = trace.get_current_span().get_span_context()
+    return format(ctx.span_id, "016x") if ctx.is_valid else None
+
+
+def trace_headers() -> dict[str, str]:
+    """W3C ``traceparent`` (and ``tracestate``/baggage) of the current span, for an outgoing request
+    through a client that is not instrumented (e.g. the gateway's HTTP client to Ray Serve)."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+def context_from(carrier: Mapping[str, str]) -> Context:
+    """The context carried by ``carrier`` (what :func:`trace_headers` produced elsewhere)."""
+    return propagate.extract(dict(carrier))
+
+
+# ---- instrumentations (each idempotent per process) ----------------------------------------------
+def instrument_fastapi(app: FastAPI) -> None:
+    """A server span per request (``POST /v1/search``) continuing the caller's ``traceparent``."""
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    if getattr(app, "_is_instrumented_by_opentelemetry", False):
+        return
+    # the per-message "http send/receive" spans double the span count and carry nothing we use
+    FastAPIInstrumentor.instrument_app(app, excluded_urls=EXCLUDED_URLS, exclude_spans=["receive", "send"])
+
+
+def instrument_grpc_server() -> None:
+    """Server spans for every ``grpc.aio.server(...)`` created after this call (it patches the
+    factory: call it before building the server, and build it as ``grpc.aio.server``)."""
+    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorServer
+
+    _instrument(GrpcAioInstrumentorServer())  # type: ignore[no-untyped-call]
+
+
+def instrument_grpc_client() -> None:
+    """Client spans (and ``traceparent`` metadata) for every channel opened after this call, sync
+    (``grpc.insecure_channel``, what ``grpc_client.open_channel`` uses) and aio alike."""
+    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcInstrumentorClient
+
+    _instrument(GrpcInstrumentorClient())  # type: ignore[no-untyped-call]
+    _instrument(GrpcAioInstrumentorClient())  # type: ignore[no-untyped-call]
+
+
+def instrument_redis() -> None:
+    """A span per Redis command (cache, sessions, Celery's result backend)."""
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+    _instrument(RedisInstrumentor())
+
+
+def instrument_celery() -> None:
+    """Producer spans (``apply_async/<task>``, context injected into the task headers) and, in a
+    worker process, consumer spans (``run/<task>``) continuing them."""
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+
+    _instrument(CeleryInstrumentor())  # type: ignore[no-untyped-call]
+
+
+def trace_celery_worker(service_name: str) -> None:
+    """Trace every prefork child of a Celery worker: tracing set up *after* the fork (the batch
+    processor's thread and exporter sockets do not survive one), flushed before the child exits."""
+    from celery.signals import worker_process_init, worker_process_shutdown
+
+    def start(**_: Any) -> None:
+        configure_tracing(service_name)
+        instrument_celery()
+        instrument_redis()
+
+    def stop(**_: Any) -> None:
+        flush_tracing()
+
+    worker_process_init.connect(start, weak=False, dispatch_uid=f"rampart-otel-init-{service_name}")
+    worker_process_shutdown.connect(stop, weak=False, dispatch_uid=f"rampart-otel-stop-{service_name}")
+
+
+def _instrument(instrumentor: Any) -> None:
+    # instrumentors are per-process singletons; a second instrument() only logs a warning
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument()

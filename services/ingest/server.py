@@ -1,0 +1,147 @@
+"""The ingest service: ``python -m services.ingest.server`` (settings: ``RAMPART_INGEST_SERVICE__*``).
+
+Parse → chunk → embed here (its own embedder), write through a ``RemoteIndex`` to the retrieval
+service (``RAMPART_REMOTE__RETRIEVAL_ADDRESS``, required), durably: batches are journaled in
+``settings.ingest_journal_dir()`` before they are acknowledged and replayed after a restart. Health
+turns SERVING only once the retrieval service answers; until then batches are accepted (journaled)
+but not processed. SIGTERM: NOT_SERVING, in-flight RPCs drain for ``grace_s``, the worker stops after
+its current batch (queued ones stay journaled for the next start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from rampart.ingest.v1 import ingest_pb2, ingest_pb2_grpc
+
+from services.common.errors import ErrorCode, RampartError
+from services.common.grpc_server import GrpcServer, run_blocking
+from services.common.service_telemetry import run_service
+from services.common.settings import RampartSettings
+from services.ingest.durable import DurableIngest
+from services.ingest.journal import IngestJournal
+from services.ingest.service import IngestService
+from services.ingest.servicer import IngestServicer
+from services.retrieval.embedder import Embedder, build_embedder
+from services.retrieval.index import SearchIndex
+
+log = logging.getLogger(__name__)
+
+INGEST_SERVICE = ingest_pb2.DESCRIPTOR.services_by_name["IngestService"]
+JOURNAL_FILE = "journal.sqlite3"
+
+
+def retrieval_address(settings: RampartSettings) -> str:
+    address = settings.remote.retrieval_address
+    if not address:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            "the ingest service writes to the retrieval service, but RAMPART_REMOTE__RETRIEVAL_ADDRESS is "
+            "unset; set it to the retrieval service's host:port (e.g. 127.0.0.1:50051)",
+        )
+    return address
+
+
+def open_journal(settings: RampartSettings) -> IngestJournal:
+    cfg = settings.ingest_service
+    return IngestJournal.open(
+        settings.ingest_journal_dir() / JOURNAL_FILE,
+        max_batches=cfg.journal_max_batches,
+        max_bytes=cfg.journal_max_bytes,
+        keep_done_s=cfg.journal_keep_done_s,
+    )
+
+
+class IngestApp:
+    """The gRPC server over a :class:`DurableIngest` built from ``index`` (a ``RemoteIndex`` in the
+    service; any ``SearchIndex`` in tests). Handlers block (journal fsync, waiting for results), so
+    they run on a pool sized ``max_concurrent_rpcs``: a waiting ``Ingest`` never starves ``Status``."""
+
+    def __init__(self, settings: RampartSettings, index: SearchIndex, embedder: Embedder) -> None:
+        cfg = settings.ingest_service
+        self.index = index
+        self.journal = open_journal(settings)
+        self.durable = DurableIngest(
+            IngestService.from_settings(index, embedder, settings),
+            self.journal,
+            retry_max_s=cfg.retry_max_s,
+            process_delay_s=cfg.test_process_delay_s,
+        )
+        self.executor = ThreadPoolExecutor(
+            max_workers=cfg.max_concurrent_rpcs, thread_name_prefix="ingest-rpc"
+        )
+        servicer = IngestServicer(
+            self.durable,
+            self.executor,
+            max_batch_documents=settings.gateway.max_batch_documents,
+            default_wait_s=settings.remote.ingest_deadline_ms / 1000,
+        )
+        self.server = GrpcServer(cfg, name="ingest")
+        self.server.add(ingest_pb2_grpc.add_IngestServiceServicer_to_server, servicer, INGEST_SERVICE)
+        self.server.on_stop(self.durable.close)
+        self.server.on_stop(self.journal.close)
+        self.server.on_stop(lambda: self.executor.shutdown(wait=False, cancel_futures=True))
+        self._ready: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        """Bind and serve (NOT_SERVING); SERVING follows once the index answers. Returns the port."""
+        port = await self.server.start()
+        self._ready = asyncio.create_task(self._become_ready())
+        return port
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        if self._ready is not None:
+            self._ready.cancel()
+        await self.server.stop(grace_s)
+
+    async def _become_ready(self) -> None:
+        """Wait for the index, then replay the journal (start the worker) and report SERVING."""
+        next_log = 0.0
+        while not await run_blocking(self.executor, _answers, self.index):
+            if time.monotonic() >= next_log:
+                log.warning("ingest service waiting for the index (retrieval service) to answer")
+                next_log = time.monotonic() + 10.0
+            await asyncio.sleep(0.5)
+        self.durable.start()
+        await self.server.set_serving()
+        log.info("ingest service SERVING")
+
+
+def _answers(index: SearchIndex) -> bool:
+    try:
+        index.stats()
+    except Exception:
+        return False
+    return True
+
+
+async def serve(settings: RampartSettings) -> None:
+    """Build the embedder and the remote index from ``settings`` and serve until a signal."""
+    from services.retrieval.remote_index import RemoteIndex
+
+    address = retrieval_address(settings)  # fail before loading anything
+    embedder = build_embedder(settings)
+    index = RemoteIndex.connect(address, settings.remote)
+    try:
+        app = IngestApp(settings, index, embedder)
+    except BaseException:
+        index.close()
+        raise
+    app.server.on_stop(index.close)
+    await app.start()
+    try:
+        await app.server.serve_until_signal()
+    finally:
+        await app.stop()
+
+
+def main() -> int:
+    return run_service("ingest", lambda s: s.ingest_service, serve)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

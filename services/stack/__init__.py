@@ -1,0 +1,1 @@
+"""``rampart stack``: the distributed services on one machine under supervisord."""

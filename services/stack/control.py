@@ -1,0 +1,152 @@
+"""Start, watch and stop a stack's supervisord through its XML-RPC interface (a 0700 unix socket)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import xmlrpc.client
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from services.common.errors import ErrorCode, RampartError
+from services.common.settings import RampartSettings
+from services.stack.plan import programs, stack_env
+from services.stack.supervisor_conf import render, socket_path
+
+# supervisord process states (supervisor.states.ProcessStates)
+RUNNING, FATAL, BACKOFF, EXITED, STOPPED = "RUNNING", "FATAL", "BACKOFF", "EXITED", "STOPPED"
+
+
+@dataclass(frozen=True)
+class ProgramState:
+    name: str
+    state: str
+    pid: int
+    description: str
+
+
+class Supervisor:
+    """A handle on one stack's supervisord (running or not)."""
+
+    def __init__(self, stack_dir: Path) -> None:
+        self.dir = stack_dir
+        self.conf = stack_dir / "supervisord.conf"
+
+    def _rpc(self) -> Any:
+        from supervisor.xmlrpc import SupervisorTransport  # type: ignore[import-untyped]
+
+        transport = SupervisorTransport(None, None, f"unix://{socket_path(self.dir)}")
+        return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
+
+    def pid(self) -> int | None:
+        """supervisord's pid when it is alive."""
+        try:
+            pid = int((self.dir / "supervisord.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return pid
+
+    def running(self) -> bool:
+        return self.pid() is not None and socket_path(self.dir).exists()
+
+    def states(self) -> list[ProgramState]:
+        infos = cast(list[dict[str, Any]], self._rpc().supervisor.getAllProcessInfo())
+        return [ProgramState(i["name"], i["statename"], int(i["pid"]), i["description"]) for i in infos]
+
+    def stop_program(self, name: str) -> None:
+        self._rpc().supervisor.stopProcess(name, True)
+
+    def start_program(self, name: str) -> None:
+        self._rpc().supervisor.startProcess(name, True)
+
+    def kill_program(self, name: str, sig: signal.Signals = signal.SIGKILL) -> int:
+        """Kill a program's process group the hard way (a crash); supervisord restarts it."""
+        state = next((s for s in self.states() if s.name == name), None)
+        if state is None or state.pid <= 0:
+            raise RampartError(ErrorCode.NOT_FOUND, f"program {name!r} is not running")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(state.pid, sig)
+        return state.pid
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.dir / "logs" / f"{name}.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def shutdown(self, timeout_s: float = 120.0) -> None:
+        """Stop every program (reverse priority) and supervisord; SIGKILL its group after ``timeout_s``."""
+        pid = self.pid()
+        if pid is None:
+            return
+        with contextlib.suppress(OSError, xmlrpc.client.Fault):
+            self._rpc().supervisor.shutdown()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.pid() is not None:
+            time.sleep(0.2)
+        if self.pid() is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def write_config(settings: RampartSettings, workdir: Path) -> Path:
+    stack_dir = settings.stack_dir().resolve()
+    (stack_dir / "logs").mkdir(parents=True, exist_ok=True)
+    stack_dir.chmod(0o700)
+    conf = stack_dir / "supervisord.conf"
+    conf.write_text(render(programs(settings), stack_dir, workdir=workdir))
+    return conf
+
+
+def launch(settings: RampartSettings, *, workdir: Path, log: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start supervisord (foreground mode, as a session leader) with the stack's environment."""
+    sup = Supervisor(settings.stack_dir().resolve())
+    if sup.running():
+        raise RampartError(
+            ErrorCode.CONFLICT,
+            f"a stack is already running from {sup.dir} (pid {sup.pid()}); stop it with `rampart stack down`",
+        )
+    conf = write_config(settings, workdir)
+    token = (
+        settings.remote.internal_token.get_secret_value()
+        if settings.remote.internal_token
+        else secrets.token_urlsafe(32)
+    )
+    env = {**os.environ, **stack_env(settings, token)}
+    binary = Path(sys.executable).with_name("supervisord")
+    out = log.open("ab") if log is not None else subprocess.DEVNULL
+    return subprocess.Popen(  # noqa: S603 - our own venv's supervisord, argument list
+        [str(binary), "-c", str(conf)],
+        cwd=workdir,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+@contextlib.contextmanager
+def running_stack(settings: RampartSettings, workdir: Path) -> Iterator[Supervisor]:
+    """Launch, yield the handle (readiness is the caller's), always shut down."""
+    proc = launch(settings, workdir=workdir)
+    sup = Supervisor(settings.stack_dir().resolve())
+    try:
+        yield sup
+    finally:
+        sup.shutdown()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=30)

@@ -1,0 +1,105 @@
+"""The whole distributed stack under supervisord, driven through its gateway.
+
+Ray's servers bind every interface, so these tests run inside a loopback-only network namespace:
+`make test` (and `make test-e2e`) start pytest under `unshare -n` (`-rn` without root). Run outside
+one, they fail saying so — never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.common.net import free_port
+from services.common.settings import RampartSettings
+from services.common.types import Principal
+from services.gateway.api_keys import ApiKeyStore
+from services.stack.control import Supervisor, launch
+from services.stack.plan import Addresses
+from services.stack.readiness import expected_stages, wait_ready
+from tests.integration.otlp_receiver import OtlpReceiver
+
+
+def _loopback_only() -> bool:
+    # the interfaces of this process's network namespace (/sys/class/net shows the mount's, not ours)
+    return {name for _, name in socket.if_nameindex()} <= {"lo"}
+
+
+@dataclass
+class Stack:
+    settings: RampartSettings
+    supervisor: Supervisor
+    gateway: str
+    keys: dict[str, str]
+    receiver: OtlpReceiver
+
+    def client(self, timeout: float = 60.0) -> httpx.Client:
+        return httpx.Client(base_url=self.gateway, timeout=timeout)
+
+    def wait_ready(self, timeout_s: float = 240.0) -> None:
+        wait_ready(self.supervisor, self.gateway, expected_stages(self.settings), timeout_s)
+
+
+@pytest.fixture(scope="session")
+def stack(models_dir: Path) -> Iterator[Stack]:
+    if not _loopback_only():
+        pytest.fail(
+            "e2e tests start Ray, whose servers bind every interface: run them in a loopback-only "
+            "network namespace with `make test-e2e` (unshare -n)"
+        )
+    work = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))  # short: unix socket paths ≤ 108 bytes
+    receiver = OtlpReceiver().start()
+    env = {
+        "RAMPART_DATA_DIR": str(work / "data"),
+        "RAMPART_MODELS_DIR": str(models_dir),
+        "RAMPART_LOG_LEVEL": "INFO",
+        "RAMPART_GATEWAY__PORT": str(free_port()),
+        "RAMPART_SERVE__PORT": str(free_port()),
+        "RAMPART_SERVE__METRICS_PORT": str(free_port()),
+        "RAMPART_RETRIEVAL_SERVICE__PORT": str(free_port()),
+        "RAMPART_RETRIEVAL_SERVICE__METRICS_PORT": str(free_port()),
+        "RAMPART_INGEST_SERVICE__PORT": str(free_port()),
+        "RAMPART_INGEST_SERVICE__METRICS_PORT": str(free_port()),
+        "RAMPART_STACK__REDIS_PORT": str(free_port()),
+        "RAMPART_STACK__TRITON_GRPC_PORT": str(free_port()),
+        "RAMPART_STACK__TRITON_HTTP_PORT": str(free_port()),
+        "RAMPART_STACK__TRITON_METRICS_PORT": str(free_port()),
+        "RAMPART_STACK__DIR": str(work / "stack"),
+        "RAY_TMPDIR": str(work / "ray"),
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    (work / "ray").mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        settings = RampartSettings()
+        store = ApiKeyStore(settings.api_keys_path())
+        keys = {
+            "writer": store.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
+            "alice": store.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
+            "bob": store.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
+            "other": store.create(Principal(tenant="globex", user="eve", groups=["eng"]))[0],
+        }
+        proc = launch(settings, workdir=Path.cwd(), log=work / "supervisord.out")
+        sup = Supervisor(settings.stack_dir().resolve())
+        made = Stack(settings, sup, Addresses.of(settings).gateway_url, keys, receiver)
+        try:
+            made.wait_ready(timeout_s=400.0)
+            yield made
+        finally:
+            sup.shutdown()
+            proc.wait(timeout=60)
+            receiver.stop()
+            if os.environ.get("RAMPART_KEEP_E2E") is None:
+                shutil.rmtree(work, ignore_errors=True)

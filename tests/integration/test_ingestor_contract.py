@@ -1,0 +1,154 @@
+"""Contract suite for ``Ingestor``: the in-process ``LocalIngestor`` and the gRPC ``RemoteIngest``
+(real retrieval + ingest services as subprocesses) must behave the same, result for result."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.common.errors import ErrorCode
+from services.common.settings import GatewaySettings, RampartSettings
+from services.common.types import Acl, Document, DocumentState
+from services.ingest.ingestor import Ingestor, LocalIngestor
+from services.ingest.service import IngestService, Outcome
+from services.retrieval.embedder import Embedder
+from services.retrieval.index import open_index
+
+pytestmark = pytest.mark.integration
+
+MAX_DOCUMENT_BYTES = 20_000
+LEAVE = "Parental leave at Acme is sixteen weeks, paid in full, for every new parent."
+BADGES = "Visitor badges are issued at the front desk and must be returned by six in the evening."
+
+
+def contract_settings(data_dir: Path, models_dir: Path) -> RampartSettings:
+    return RampartSettings(
+        data_dir=data_dir,
+        models_dir=models_dir,
+        log_level="WARNING",
+        gateway=GatewaySettings(max_document_bytes=MAX_DOCUMENT_BYTES),
+    )
+
+
+@pytest.fixture(scope="module")
+def local(
+    tmp_path_factory: pytest.TempPathFactory, models_dir: Path, embedder: Embedder
+) -> Iterator[Ingestor]:
+    settings = contract_settings(tmp_path_factory.mktemp("local"), models_dir)
+    index = open_index(settings, embedder.dim, embedder.model_id)
+    ingestor = LocalIngestor(IngestService.from_settings(index, embedder, settings))
+    yield ingestor
+    ingestor.close()
+    index.close()
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Iterator[Ingestor]:
+    from tests.integration.ingest_servers import IngestStack
+
+    work = tmp_path_factory.mktemp("remote")
+    with IngestStack(
+        work, models_dir, {"RAMPART_GATEWAY__MAX_DOCUMENT_BYTES": str(MAX_DOCUMENT_BYTES)}
+    ) as stack:
+        ingestor = stack.client()
+        yield ingestor
+        ingestor.close()
+
+
+@pytest.fixture(params=["local", "remote"])
+def ingestor(request: pytest.FixtureRequest) -> Ingestor:
+    impl: Ingestor = request.getfixturevalue(request.param)
+    return impl
+
+
+def doc(doc_id: str, text: str, *, version: int = 1, tenant: str = "acme", **kw: object) -> Document:
+    return Document(id=doc_id, tenant=tenant, acl=Acl(groups=["*"]), text=text, version=version, **kw)
+
+
+def test_ready(ingestor: Ingestor) -> None:
+    ingestor.check_ready()
+
+
+def test_ingest_is_idempotent_by_id_and_version(ingestor: Ingestor, request: pytest.FixtureRequest) -> None:
+    tag = request.node.callspec.id
+    a, b = f"leave-{tag}", f"badges-{tag}"
+    first = ingestor.ingest([doc(a, LEAVE), doc(b, BADGES, metadata={"team": "ops", "trust": "low"})])
+    assert [(r.id, r.outcome) for r in first] == [(a, Outcome.INDEXED), (b, Outcome.INDEXED)]
+    assert all(r.chunks >= 1 and r.error is None for r in first)
+    status = ingestor.status("acme", a)
+    assert status is not None
+    assert (status.state, status.version, status.chunks) == (DocumentState.INDEXED, 1, first[0].chunks)
+
+    again = ingestor.ingest([doc(a, LEAVE)])
+    assert again[0].outcome is Outcome.UNCHANGED
+
+    conflict = ingestor.ingest([doc(a, LEAVE + " Changed.")])
+    assert conflict[0].outcome is Outcome.REJECTED
+    assert conflict[0].code == ErrorCode.CONFLICT.value and "version 2" in (conflict[0].error or "")
+
+    newer = ingestor.ingest([doc(a, LEAVE + " Changed.", version=2)])
+    assert newer[0].outcome is Outcome.INDEXED
+    stale = ingestor.ingest([doc(a, LEAVE, version=1)])
+    assert stale[0].outcome is Outcome.REJECTED and stale[0].code == ErrorCode.CONFLICT.value
+    assert ingestor.status("acme", a).version == 2  # type: ignore[union-attr]
+
+
+def test_per_document_failures_keep_their_reason(ingestor: Ingestor, request: pytest.FixtureRequest) -> None:
+    tag = request.node.callspec.id
+    good = doc(f"ok-{tag}", BADGES)
+    broken = Document(
+        id=f"pdf-{tag}",
+        tenant="acme",
+        acl=Acl(users=["ann"]),
+        content_base64=base64.b64encode(b"%PDF-1.4 this is not really a pdf").decode(),
+        content_type="application/pdf",
+    )
+    huge = doc(f"huge-{tag}", "word " * (MAX_DOCUMENT_BYTES // 4))
+    repeated = doc(f"ok-{tag}", LEAVE)
+    results = ingestor.ingest([good, broken, huge, repeated])
+    assert [r.outcome for r in results] == [
+        Outcome.INDEXED,
+        Outcome.FAILED,
+        Outcome.REJECTED,
+        Outcome.REJECTED,
+    ]
+    assert results[1].error and results[1].code
+    assert results[2].code == ErrorCode.PAYLOAD_TOO_LARGE.value
+    assert "MAX_DOCUMENT_BYTES" in (results[2].error or "")
+    assert results[3].code == ErrorCode.INVALID_ARGUMENT.value
+    failed = ingestor.status("acme", f"pdf-{tag}")
+    assert failed is not None and failed.state is DocumentState.FAILED and failed.error
+    assert ingestor.status("acme", f"huge-{tag}") is None  # rejected: nothing stored
+
+
+def test_binary_documents_round_trip(ingestor: Ingestor, request: pytest.FixtureRequest) -> None:
+    tag = request.node.callspec.id
+    html = b"<html><head><title>Lockers</title></head><body><p>Lockers are emptied every Friday.</p></body></html>"
+    d = Document(
+        id=f"html-{tag}",
+        tenant="acme",
+        acl=Acl(groups=["*"]),
+        content_base64=base64.b64encode(html).decode(),
+        content_type="text/html",
+        source="wiki/lockers.html",
+    )
+    assert ingestor.ingest([d])[0].outcome is Outcome.INDEXED
+    assert ingestor.ingest([d])[0].outcome is Outcome.UNCHANGED  # same bytes, same hash, both sides
+
+
+def test_delete_and_status_are_tenant_scoped(ingestor: Ingestor, request: pytest.FixtureRequest) -> None:
+    tag = request.node.callspec.id
+    ingestor.ingest([doc(f"gone-{tag}", BADGES), doc(f"gone-{tag}", BADGES, tenant="globex")])
+    assert ingestor.delete("acme", f"gone-{tag}") is True
+    assert ingestor.status("acme", f"gone-{tag}").state is DocumentState.DELETED  # type: ignore[union-attr]
+    assert ingestor.status("globex", f"gone-{tag}").state is DocumentState.INDEXED  # type: ignore[union-attr]
+    assert ingestor.delete("acme", f"gone-{tag}") is False
+    assert ingestor.delete("acme", f"never-{tag}") is False
+    assert ingestor.status("acme", f"never-{tag}") is None
+
+
+def test_empty_batch_is_a_no_op(ingestor: Ingestor) -> None:
+    assert ingestor.ingest([]) == []

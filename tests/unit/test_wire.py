@@ -1,0 +1,220 @@
+"""Domain types survive the trip through their protobuf messages (bytes included), and bad values
+arriving over the wire are INVALID_ARGUMENT naming the value."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+from rampart.common.v1 import types_pb2 as pb
+from rampart.retrieval.v1 import index_pb2, retrieval_pb2
+
+from services.common import wire
+from services.common.errors import ErrorCode, RampartError
+from services.common.settings import FusionSettings
+from services.common.types import (
+    Acl,
+    Chunk,
+    Document,
+    DocumentState,
+    DocumentStatus,
+    FusionMethod,
+    Principal,
+    ScoredChunk,
+    SearchFilters,
+)
+from services.common.verdicts import Judgement, Verdict
+from services.retrieval.doc_store import ChunkWrite, DocumentWrite
+from services.retrieval.fusion import Bounds
+from services.retrieval.hybrid import SearchOutcome, SearchParams
+
+pytestmark = pytest.mark.unit
+
+CHUNK = Chunk(
+    chunk_id="d1#0",
+    doc_id="d1",
+    tenant="acme",
+    ordinal=3,
+    title="Leave",
+    section_path=["HR", "Leave"],
+    header="leave weeks",
+    text="Parental leave is sixteen weeks.",
+    source="wiki/leave",
+    version=7,
+    trust="untrusted",
+)
+
+
+def bytes_trip(message: object) -> object:
+    """Serialise and parse again, as the network does."""
+    data = message.SerializeToString()  # type: ignore[attr-defined]
+    fresh = type(message)()
+    fresh.ParseFromString(data)  # type: ignore[attr-defined]
+    return fresh
+
+
+def test_principal_acl_chunk_round_trip() -> None:
+    p = Principal(tenant="acme", user="alice", groups=["eng", "hr"], scopes=["search", "ingest"])
+    assert wire.principal_from_pb(bytes_trip(wire.principal_to_pb(p))) == p  # type: ignore[arg-type]
+    a = Acl(users=["bob"], groups=["*"])
+    assert wire.acl_from_pb(bytes_trip(wire.acl_to_pb(a))) == a  # type: ignore[arg-type]
+    assert wire.chunk_from_pb(bytes_trip(wire.chunk_to_pb(CHUNK))) == CHUNK  # type: ignore[arg-type]
+
+
+def test_document_text_and_binary_round_trip() -> None:
+    meta = {"dept": "hr", "year": 2024, "score": 0.5, "public": True}
+    text_doc = Document(id="d1", version=3, tenant="acme", acl=Acl(groups=["*"]), text="hello", metadata=meta)
+    back = wire.document_from_pb(bytes_trip(wire.document_to_pb(text_doc)))  # type: ignore[arg-type]
+    assert back == text_doc
+    assert type(back.metadata["year"]) is int and type(back.metadata["public"]) is bool
+    raw = b"%PDF-1.4 \x00\xff binary"
+    file_doc = Document(
+        id="d2",
+        tenant="acme",
+        acl=Acl(users=["alice"]),
+        content_base64=base64.b64encode(raw).decode(),
+        content_type="application/pdf",
+        source="x.pdf",
+    )
+    m = wire.document_to_pb(file_doc)
+    assert m.content == raw  # raw bytes on the wire, not base64 text
+    assert wire.document_from_pb(bytes_trip(m)) == file_doc  # type: ignore[arg-type]
+
+
+def test_status_and_state_round_trip() -> None:
+    for state in DocumentState:
+        s = DocumentStatus(id="d", tenant="t", version=2, state=state, chunks=4, updated_at=1700000000.25)
+        assert wire.status_from_pb(bytes_trip(wire.status_to_pb(s))) == s  # type: ignore[arg-type]
+    failed = DocumentStatus(
+        id="d", tenant="t", version=1, state=DocumentState.FAILED, error="parse failed", updated_at=1.0
+    )
+    assert wire.status_from_pb(bytes_trip(wire.status_to_pb(failed))) == failed  # type: ignore[arg-type]
+
+
+def test_vectors_are_packed_float32_exactly() -> None:
+    v = np.array([0.1, -2.5, 3.25e-8, 1e30], dtype=np.float32)
+    data = wire.vector_to_bytes(v)
+    assert len(data) == 16
+    back = wire.vector_from_bytes(data, dim=4)
+    assert back.dtype == np.float32 and np.array_equal(back, v)
+    back[0] = 9.0  # writable (callers may normalise in place)
+    with pytest.raises(RampartError) as err:
+        wire.vector_from_bytes(data, dim=8)
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT and err.value.details["value"] == 4
+    with pytest.raises(RampartError, match="multiple of 4"):
+        wire.vector_from_bytes(b"\x00\x01\x02")
+
+
+def test_document_write_round_trip() -> None:
+    vec = (np.arange(4) / 10).astype(np.float32)
+    d = DocumentWrite(
+        tenant="acme",
+        doc_id="d1",
+        version=2,
+        content_hash="abc",
+        title="T",
+        source="s",
+        acl=Acl(groups=["eng"]),
+        metadata={"dept": "hr", "n": 3},
+        chunks=[ChunkWrite(CHUNK, 6, vec)],
+    )
+    back = wire.document_write_from_pb(bytes_trip(wire.document_write_to_pb(d)), dim=4)  # type: ignore[arg-type]
+    assert (back.tenant, back.doc_id, back.version, back.content_hash, back.acl, back.metadata) == (
+        "acme",
+        "d1",
+        2,
+        "abc",
+        Acl(groups=["eng"]),
+        {"dept": "hr", "n": 3},
+    )
+    assert back.chunks[0].chunk == CHUNK and back.chunks[0].token_len == 6
+    assert np.array_equal(back.chunks[0].vector, vec)
+
+
+def test_scored_chunk_keeps_missing_scores_judgement_and_vector() -> None:
+    s = ScoredChunk(
+        chunk=CHUNK,
+        scores={"bm25": 3.5, "dense": None},
+        ranks={"bm25": 1, "dense": None},
+        fused=0.75,
+        judgement=Judgement(
+            chunk_id="d1#0",
+            doc_id="d1",
+            verdict=Verdict.ADVERSARIAL,
+            score=0.9,
+            reason="x",
+            signals={"a": 1.0},
+        ),
+        vector=[0.5, 0.25],
+    )
+    back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(s)))  # type: ignore[arg-type]
+    assert back == s and back.vector == [0.5, 0.25]
+    bare = ScoredChunk(chunk=CHUNK, scores={"dense": 0.3}, fused=0.3)
+    back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(bare)))  # type: ignore[arg-type]
+    assert back == bare and back.judgement is None and back.vector is None
+
+
+def test_search_request_round_trip_every_param() -> None:
+    params = SearchParams.from_settings(
+        FusionSettings(),
+        top_k=7,
+        method=FusionMethod.RRF,
+        weights={"bm25": 0.3, "dense": 0.0},
+        rrf_k=20,
+        candidates=50,
+        fill_missing=False,
+        bounds={"dense": Bounds(low=0.0, high=None)},
+        filters=SearchFilters(doc_ids=["a"], sources=["wiki"], metadata={"dept": "hr", "n": 2}),
+    )
+    params = SearchParams(**{**params.__dict__, "vectors": True})
+    p = Principal(tenant="acme", user="alice", groups=["eng"])
+    query, principal, back = wire.search_request_from_pb(
+        bytes_trip(wire.search_request_to_pb("leave policy", p, params))  # type: ignore[arg-type]
+    )
+    assert (query, principal, back) == ("leave policy", p, params)
+    no_filters = SearchParams.from_settings(FusionSettings(), top_k=3)
+    _, _, back = wire.search_request_from_pb(wire.search_request_to_pb("q", p, no_filters))
+    assert back == no_filters and back.filters is None
+
+
+def test_outcome_round_trip() -> None:
+    o = SearchOutcome(
+        hits=[ScoredChunk(chunk=CHUNK, scores={"bm25": 1.0}, ranks={"bm25": 1}, fused=1.0)],
+        timings_ms={"bm25": 1.5},
+        candidates={"bm25": 1, "dense": 0},
+        degraded=["rerank"],
+        fallback=True,
+    )
+    assert wire.outcome_from_pb(bytes_trip(wire.outcome_to_pb(o))) == o  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "needle"),
+    [
+        (lambda m: setattr(m, "top_k", 0), "top_k", "top_k = 0"),
+        (lambda m: setattr(m, "method", retrieval_pb2.FUSION_METHOD_UNSPECIFIED), "method", "method = 0"),
+        (lambda m: m.weights.__setitem__("dense", -1.0), "weights.dense", "-1.0"),
+        (lambda m: setattr(m.principal, "tenant", "bad tenant!"), "principal.tenant", "bad tenant!"),
+        (lambda m: m.filters.doc_ids.append("bad id with spaces"), "filters.doc_ids.0", "bad id with spaces"),
+    ],
+)
+def test_bad_values_name_themselves(mutate: object, field: str, needle: str) -> None:
+    p = Principal(tenant="acme", user="alice")
+    m = wire.search_request_to_pb("q", p, SearchParams.from_settings(FusionSettings(), top_k=3))
+    mutate(m)  # type: ignore[operator]
+    with pytest.raises(RampartError) as err:
+        wire.search_request_from_pb(m)
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert err.value.details["field"] == field
+    assert needle in err.value.message
+
+
+def test_unset_enums_and_metadata_are_refused() -> None:
+    with pytest.raises(RampartError, match="state = 0"):
+        wire.state_from_pb(pb.DOCUMENT_STATE_UNSPECIFIED)
+    with pytest.raises(RampartError, match="has no value"):
+        wire.metadata_from_pb({"k": pb.MetadataValue()})
+    with pytest.raises(RampartError, match="acl"):
+        wire.acl_from_pb(pb.Acl())  # empty ACL: nobody could read it
+    assert index_pb2.Bm25Request().HasField("restrict") is False
