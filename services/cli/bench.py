@@ -387,3 +387,114 @@ def bench_serve(
     )
     if json_out:
         write_json_report(json_out, {"dataset": dataset.name, "command": invocation(ctx), "figures": figures})
+
+
+@bench_app.command("stack")
+def bench_stack(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path,
+        typer.Argument(help="A BEIR folder (or a name under RAMPART_EVAL_DATA_DIR), or a folder of files"),
+    ] = Path("samples"),
+    docs: Annotated[int, typer.Option(min=1, help="Documents ingested (the first N; not timed)")] = 300,
+    queries: Annotated[int, typer.Option(min=1, help="Requests timed per endpoint and mode")] = 50,
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed requests first, per endpoint and mode")] = 5,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used (BEIR)")] = "test",
+    locust_seconds: Annotated[
+        int, typer.Option(min=0, help="Locust run against the stack (/v1/search); 0 skips it")
+    ] = 60,
+    locust_users: Annotated[int, typer.Option(min=1, help="Concurrent locust users (closed loop)")] = 4,
+    interleave: Annotated[
+        bool,
+        typer.Option(
+            help="Keep both modes up and alternate them request by request (steadier on a busy machine) "
+            "instead of timing the embedded gateway after the stack has stopped"
+        ),
+    ] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """Latency the distributed stack adds (p50/p95 of /v1/search and /v1/answer, stack vs embedded
+    gateway, both over HTTP), and a locust run against the stack.
+
+    Starts the whole stack (Ray binds every interface): run it in a loopback-only network namespace,
+    ``python -m tests.e2e.isolated rampart bench stack`` (docs/stack.md, "Measuring").
+    """
+    from services.evaluation.beir import load_beir
+    from services.evaluation.factcheck_bench import sigterm_as_interrupt
+    from services.evaluation.stack_bench import (
+        GOAL_RATIO,
+        BenchOptions,
+        beir_corpus,
+        folder_corpus,
+        run_stack_bench,
+    )
+
+    settings = load_settings()
+    options = BenchOptions(
+        queries=queries,
+        warmup=warmup,
+        locust_seconds=locust_seconds,
+        locust_users=locust_users,
+        locust_spawn_rate=float(locust_users),
+    )
+    try:
+        path = resolve_dataset(data_dir, settings)
+        corpus = (
+            beir_corpus(load_beir(path, split), docs)
+            if (path / "corpus.jsonl").exists()
+            else folder_corpus(path, docs)
+        )
+        with sigterm_as_interrupt(), progress_bar() as bar:
+            record = run_stack_bench(
+                corpus,
+                settings,
+                options,
+                interleave=interleave,
+                progress=task_updater(bar),
+                started=lambda m: console.print(m),
+            )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    table = Table(
+        "mode",
+        "endpoint",
+        "p50 ms",
+        "p95 ms",
+        "mean ms",
+        "degraded",
+        title=f"bench stack: {corpus.name}" + (" (interleaved)" if interleave else ""),
+    )
+    for r in record["rows"]:
+        table.add_row(
+            r["mode"],
+            r["endpoint"],
+            f"{r['p50_ms']:g}",
+            f"{r['p95_ms']:g}",
+            f"{r['mean_ms']:g}",
+            str(r["degraded"]),
+        )
+    out.print(table)
+    for endpoint, ratio in record["ratios"].items():
+        verdict = "[green]within[/green]" if ratio <= GOAL_RATIO else "[red]over[/red]"
+        console.print(f"stack/embedded p50, {endpoint}: {ratio:g} ({verdict} the {GOAL_RATIO:g} goal)")
+    if "paired_added_p50_ms" in record:
+        out.print(
+            "median per-query latency the stack adds: "
+            + ", ".join(f"{e} {ms:g} ms" for e, ms in record["paired_added_p50_ms"].items())
+        )
+    out.print(
+        f"{record['docs']} docs, {queries} timed requests per row after {warmup} warm-up; stack ready in "
+        f"{record['stack_ready_s']:g} s, ingest {record['stack_ingest_s']:g} s (stack) vs "
+        f"{record['embedded_ingest_s']:g} s (embedded)"
+    )
+    locust = record["locust"]
+    if locust is not None:
+        out.print(
+            f"locust, {locust['users']} users for {locust['seconds']} s on /v1/search: "
+            f"{locust['requests_per_s']:g} req/s, {locust['requests']:g} requests, {locust['failures']:g} "
+            f"failures, p50 {locust['p50_ms']:g} ms, p95 {locust['p95_ms']:g} ms"
+        )
+        for example in locust["failure_examples"]:
+            console.print(f"[red]failure[/red]: {example}")
+    if json_out:
+        write_json_report(json_out, {"command": invocation(ctx), **record})
