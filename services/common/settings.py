@@ -166,6 +166,16 @@ class CelerySettings(BaseModel):
     ready_timeout_s: float = Field(
         default=1.0, gt=0.0, le=30.0, description="How long /readyz waits for a worker to answer"
     )
+    items_per_task: int = Field(
+        default=15,
+        ge=1,
+        le=100,
+        description="Passages per fact-check task (a check's cache misses go out as ceil(n / this) "
+        "tasks of near-equal size). Larger: fewer Redis round trips and one embedding batch per "
+        "task; smaller: a check spreads over more worker processes. Aim for n / (worker processes), "
+        "n = passages per check (max(depth, context_depth)): 15 = 30 over the default 2 processes; "
+        "1 = one task per passage",
+    )
 
 
 class FactCheckSettings(BaseModel):
@@ -693,7 +703,13 @@ class StackSettings(BaseModel):
     triton_grpc_port: int = Field(default=8001, ge=1, le=65535, description="tritonserver gRPC port")
     triton_http_port: int = Field(default=8000, ge=1, le=65535, description="tritonserver HTTP port")
     triton_metrics_port: int = Field(default=8002, ge=1, le=65535, description="tritonserver metrics port")
-    workers: int = Field(default=1, ge=1, le=64, description="Celery fact-check worker processes")
+    workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Celery fact-check worker processes (2: a check's two tasks run in parallel; "
+        "factcheck.celery.items_per_task)",
+    )
     ready_timeout_s: float = Field(
         default=300.0, gt=0.0, le=3600.0, description="How long `stack up` waits for every service"
     )

@@ -2,7 +2,7 @@
 
 What is timed is ``FactChecker.check`` as the search pipeline calls it: M passages of one query in,
 verdicts out. In-process, that is one batched embedding call plus the detectors on a thread pool;
-over Celery, a cache ``MGET``, one task per passage through Redis to ``rampart worker`` processes,
+over Celery, a cache ``MGET``, tasks of ``factcheck.celery.items_per_task`` passages through Redis to ``rampart worker`` processes,
 result collection and the same classifier. Both run on the same synthetic inputs (no external data):
 ~150–200-word passages built from templates with a fixed seed, a few carrying prompt-injection text
 and a few near-duplicates, so every detector does its real work.

@@ -1,9 +1,12 @@
-"""The Celery app of the distributed fact-checker and its one task: evidence for one passage.
+"""The Celery app of the distributed fact-checker and its tasks: evidence for a batch of passages.
 
-Workers (``rampart worker``) run :data:`TASK_NAME` once per document; the caller
-(:class:`~services.factcheck.celery_checker.CeleryFactChecker`) sends them as a group and decides the
-verdicts itself. Evidence is cached in Redis under ``rampart:fc:<passage_key>`` so a passage judged
-for a query once is never re-embedded while the entry lives, whichever worker computed it.
+Workers (``rampart worker``) run :data:`BATCH_TASK_NAME` on a few passages of one query at a time
+(``factcheck.celery.items_per_task``): one embedding call per batch instead of one per passage. The
+caller (:class:`~services.factcheck.celery_checker.CeleryFactChecker`) sends the batches as a group
+and decides the verdicts itself. :data:`TASK_NAME`, one passage, stays registered for callers from
+before batching (a rolling upgrade): it is a batch of one. Evidence is cached in Redis under
+``rampart:fc:<passage_key>``, per passage, so a passage judged for a query once is never
+re-embedded while the entry lives, whichever worker or batch computed it.
 
 Delivery is at-least-once (``task_acks_late`` + ``task_reject_on_worker_lost``): a worker process
 killed mid-task gets its task redelivered, which is safe because the task is a pure function of its
@@ -46,7 +49,8 @@ from services.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)
 
-TASK_NAME = "rampart.factcheck.evidence"
+TASK_NAME = "rampart.factcheck.evidence"  # one passage (callers before batching still send it)
+BATCH_TASK_NAME = "rampart.factcheck.evidence_batch"  # one query, several passages
 WORKER_SERVICE_NAME = "rampart-factcheck-worker"  # OTel service.name of the worker processes
 CACHE_PREFIX = "rampart:fc:"
 # Errors worth another try: Redis (cache, broker, results) restarting or briefly unreachable. Never
@@ -54,6 +58,8 @@ CACHE_PREFIX = "rampart:fc:"
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
 # A query longer than this is not a search query (the gateway caps queries at 2,000 characters).
 MAX_QUERY_CHARS = 100_000
+# A check has at most inputs.MAX_ITEMS passages; a larger batch is not from a Rampart caller.
+MAX_BATCH_ITEMS = 1_000
 
 
 def redact_url(url: str) -> str:
@@ -167,9 +173,7 @@ class WorkerState:
             return self._redis
 
 
-def run_evidence(state: WorkerState, query: Any, raw_item: Any, model_id: Any = None) -> dict[str, Any]:
-    """The task body: validate, look up the cache, compute, cache. Returns ``Evidence.model_dump()``
-    or :func:`error_result`; raises only transient Redis errors (retried) and bugs."""
+def _query_error(query: Any) -> dict[str, Any] | None:
     if not isinstance(query, str) or not query.strip():
         got = "a blank string" if isinstance(query, str) else type(query).__name__
         return error_result(ErrorCode.INVALID_ARGUMENT, f"query must be a non-empty string, got {got}")
@@ -178,43 +182,123 @@ def run_evidence(state: WorkerState, query: Any, raw_item: Any, model_id: Any = 
             ErrorCode.INVALID_ARGUMENT,
             f"query has {len(query)} characters, more than {MAX_QUERY_CHARS}; shorten it",
         )
+    return None
+
+
+def _item(raw_item: Any) -> CheckInput | dict[str, Any]:
+    """``raw_item`` as a bounded :class:`CheckInput`, or the error result saying why it is not one."""
     if not isinstance(raw_item, dict):
         return error_result(
             ErrorCode.INVALID_ARGUMENT,
             f"item must be a JSON object (CheckInput.model_dump()), got {type(raw_item).__name__}",
         )
     try:
-        item = bounded(CheckInput.model_validate(raw_item))
+        return bounded(CheckInput.model_validate(raw_item))
     except ValidationError as exc:
         fields = ", ".join(".".join(str(p) for p in e["loc"]) or "item" for e in exc.errors()[:5])
         return error_result(
             ErrorCode.INVALID_ARGUMENT,
             f"item is not a CheckInput (bad fields: {fields}); build it with CheckInput(...)",
         )
+
+
+def _model_error(state: WorkerState, model_id: Any) -> tuple[str, dict[str, Any] | None]:
+    """The worker's evidence model id, and the error result when it cannot serve the caller's."""
     try:
         mine = state.model_id()
     except RampartError as exc:  # model missing or unreadable: every task would fail the same way
-        return error_result(exc.code, exc.message)
+        return "", error_result(exc.code, exc.message)
     if model_id is not None and model_id != mine:
-        return error_result(
+        return mine, error_result(
             ErrorCode.FAILED_PRECONDITION,
             f"worker evidence model {mine!r} differs from the caller's {model_id!r}; point the workers' "
             "RAMPART_MODELS_DIR (or RAMPART_EMBEDDING__MODEL_DIR) at the caller's model and give them "
             "the caller's RAMPART_LLM__BASE_URL, RAMPART_LLM__MODEL and RAMPART_FACTCHECK__USE_LLM",
         )
+    return mine, None
+
+
+def run_evidence_batch(
+    state: WorkerState, query: Any, raw_items: Any, model_id: Any = None
+) -> list[dict[str, Any]] | dict[str, Any]:
+    """The batch task body: one result per item, in order, each ``Evidence.model_dump()`` or the
+    :func:`error_result` that item alone would get from :func:`run_evidence` (a bad item does not
+    sink the others). Cache hits are read per item in one ``MGET``; the misses are computed in ONE
+    :func:`gather_evidence` call (one embedding batch) and cached per item. ``raw_items`` that is not
+    a list of at most :data:`MAX_BATCH_ITEMS` gets one error result for the whole batch. Raises only
+    transient Redis errors (retried) and bugs."""
+    if not isinstance(raw_items, list) or len(raw_items) > MAX_BATCH_ITEMS:
+        got = f"{len(raw_items)} items" if isinstance(raw_items, list) else type(raw_items).__name__
+        return error_result(
+            ErrorCode.INVALID_ARGUMENT,
+            f"items must be a JSON array of at most {MAX_BATCH_ITEMS} CheckInput objects, got {got}; "
+            "lower factcheck.celery.items_per_task",
+        )
+    if (bad_query := _query_error(query)) is not None:
+        return [bad_query] * len(raw_items)
+    out: list[dict[str, Any] | None] = [None] * len(raw_items)
+    items: dict[int, CheckInput] = {}
+    for k, raw in enumerate(raw_items):
+        item = _item(raw)
+        if isinstance(item, CheckInput):
+            items[k] = item
+        else:
+            out[k] = item
+    if items:
+        mine, bad_model = _model_error(state, model_id)
+        if bad_model is not None:
+            for k in items:
+                out[k] = bad_model
+        else:
+            for k, ev in _evidence_for(state, query, items, mine).items():
+                out[k] = ev
+    return [r for r in out if r is not None]
+
+
+def _evidence_for(
+    state: WorkerState, query: str, items: dict[int, CheckInput], model_id: str
+) -> dict[int, dict[str, Any]]:
+    """Evidence per position: cached, or computed once per distinct passage in one batched call."""
     ttl = state.settings.factcheck.celery.cache_ttl_s
-    key = evidence_key(query, item, mine)
+    keys = {k: evidence_key(query, item, model_id) for k, item in items.items()}
+    found: dict[str, dict[str, Any]] = {}
     if ttl:
-        cached = state.cache().get(key)
-        if isinstance(cached, bytes | str):
-            try:
-                return Evidence.model_validate_json(cached).model_dump()
-            except ValidationError:
-                log.warning("ignoring unreadable cached evidence", extra={"key": key})
-    ev = gather_evidence(query, [item], state.embedder(), state.settings.factcheck, state.judge())[0]
-    if ttl:
-        state.cache().set(key, ev.model_dump_json(), ex=ttl)
-    return ev.model_dump()
+        distinct = list(dict.fromkeys(keys.values()))
+        for key, cached in zip(distinct, state.cache().mget(distinct), strict=True):
+            if isinstance(cached, bytes | str):
+                try:
+                    found[key] = Evidence.model_validate_json(cached).model_dump()
+                except ValidationError:
+                    log.warning("ignoring unreadable cached evidence", extra={"key": key})
+    todo: dict[str, CheckInput] = {}
+    for k, key in keys.items():
+        if key not in found:
+            todo.setdefault(key, items[k])
+    # gather_evidence uses stored embeddings only when every item has one: a batch mixing both
+    # (never sent by CeleryFactChecker) is computed as two, so each item gets what it would alone
+    for part in (
+        {k: i for k, i in todo.items() if i.vector},
+        {k: i for k, i in todo.items() if not i.vector},
+    ):
+        if not part:
+            continue
+        computed = gather_evidence(
+            query, list(part.values()), state.embedder(), state.settings.factcheck, state.judge()
+        )
+        if ttl:
+            with state.cache().pipeline(transaction=False) as pipe:
+                for key, ev in zip(part, computed, strict=True):
+                    pipe.set(key, ev.model_dump_json(), ex=ttl)
+                pipe.execute()
+        found.update((key, ev.model_dump()) for key, ev in zip(part, computed, strict=True))
+    # identical passages under two chunk ids: each answer names its own chunk
+    return {k: {**found[key], "chunk_id": items[k].chunk_id} for k, key in keys.items()}
+
+
+def run_evidence(state: WorkerState, query: Any, raw_item: Any, model_id: Any = None) -> dict[str, Any]:
+    """The single-passage task body (what callers before batching send): a batch of one."""
+    results = run_evidence_batch(state, query, [raw_item], model_id)
+    return results[0] if isinstance(results, list) else results
 
 
 def make_app(settings: RampartSettings) -> Celery:
@@ -257,14 +341,18 @@ def make_app(settings: RampartSettings) -> Celery:
     def evidence(query: Any, item: Any, model_id: Any = None) -> dict[str, Any]:
         return run_evidence(state, query, item, model_id)
 
-    app.task(
-        name=TASK_NAME,
-        autoretry_for=TRANSIENT_ERRORS,
-        retry_backoff=True,
-        retry_backoff_max=10,
-        retry_jitter=True,
-        max_retries=c.retries,
-    )(evidence)
+    def evidence_batch(query: Any, items: Any, model_id: Any = None) -> list[dict[str, Any]] | dict[str, Any]:
+        return run_evidence_batch(state, query, items, model_id)
+
+    for name, body in ((TASK_NAME, evidence), (BATCH_TASK_NAME, evidence_batch)):
+        app.task(
+            name=name,
+            autoretry_for=TRANSIENT_ERRORS,
+            retry_backoff=True,
+            retry_backoff_max=10,
+            retry_jitter=True,
+            max_retries=c.retries,
+        )(body)
 
     def warm(**_: Any) -> None:
         """Load the model when a worker process starts, so its first task is not the slow one. A

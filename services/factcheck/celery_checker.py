@@ -1,8 +1,10 @@
 """Distributed fact-checker: per-document evidence on Celery workers over Redis, verdicts on the caller.
 
-A check looks every passage up in the Redis evidence cache first, sends one task per remaining
-distinct passage as a group, collects them within the deadline and runs the same classifier as the
-in-process checker, so both give identical verdicts for the same inputs (the contract suite checks it).
+A check looks every passage up in the Redis evidence cache first, sends the remaining distinct
+passages as a group of batch tasks (``factcheck.celery.items_per_task`` passages each: one embedding
+call per task, not per passage), collects them within the deadline and runs the same classifier as
+the in-process checker, so both give identical verdicts for the same inputs (the contract suite
+checks it).
 
 Failure is a verdict too: when Redis is down, no worker is up, a task fails or the deadline passes,
 ``check`` returns ``unverified`` with the reason and search goes on. Two things make that prompt:
@@ -36,7 +38,7 @@ from pydantic import ValidationError
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import FactCheckSettings, RampartSettings
 from services.factcheck.celery_app import (
-    TASK_NAME,
+    BATCH_TASK_NAME,
     TRANSIENT_ERRORS,
     bounded,
     cache_url,
@@ -66,6 +68,14 @@ PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.1, "i
 BACKEND_ERRORS: tuple[type[Exception], ...] = (*TRANSIENT_ERRORS, OperationalError, OSError)
 # While collecting results, Celery turns a result connection it could not re-establish into RuntimeError.
 COLLECT_ERRORS: tuple[type[Exception], ...] = (*BACKEND_ERRORS, RuntimeError)
+
+
+def batches(items: Sequence[T], per_task: int) -> list[list[T]]:
+    """``items`` in ``ceil(len / per_task)`` consecutive batches of near-equal size (31 passages at
+    30 per task: 16 + 15, not 30 + 1, so two worker processes finish together)."""
+    n = len(items)
+    count = -(-n // max(1, per_task))
+    return [list(items[k * n // count : (k + 1) * n // count]) for k in range(count)]
 
 
 class UnverifiedError(Exception):
@@ -282,16 +292,17 @@ class CeleryFactChecker:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise UnverifiedError("fact-check deadline passed before the tasks could be sent")
+        parts = batches(list(todo.items()), self.settings.celery.items_per_task)
         sigs = [
             self.app.signature(
-                TASK_NAME,
-                args=(query, item.model_dump(mode="json")),
+                BATCH_TASK_NAME,
+                args=(query, [item.model_dump(mode="json") for _, item in part]),
                 kwargs={"model_id": self._model_id},
                 queue=self._queue,
                 # A task still queued past the deadline answers nobody: workers discard it.
                 expires=remaining,
             )
-            for item in todo.values()
+            for part in parts
         ]
         try:
             result = group(sigs, app=self.app).apply_async(retry=True, retry_policy=PUBLISH_RETRY)
@@ -321,16 +332,29 @@ class CeleryFactChecker:
             ) from exc
         sent[-1].collected = True
         out: dict[str, Evidence] = {}
-        for (key, item), value in zip(todo.items(), values, strict=True):
-            out[key] = self._evidence(item, value)
+        for part, value in zip(parts, values, strict=True):
+            answers = self._answers([item for _, item in part], value)
+            for (key, item), answer in zip(part, answers, strict=True):
+                out[key] = self._evidence(item, answer)
         return out
 
     @staticmethod
-    def _evidence(item: CheckInput, value: Any) -> Evidence:
-        """A task's answer as evidence, or ``UnverifiedError`` naming the document and why."""
+    def _answers(items: list[CheckInput], value: Any) -> list[Any]:
+        """A batch task's result as one answer per item, or ``UnverifiedError`` naming the batch's
+        documents when the task failed as a whole."""
+        ids = f"{items[0].chunk_id!r}" + (f" and {len(items) - 1} more" if len(items) > 1 else "")
         if isinstance(value, BaseException):
-            log.warning("fact-check task failed for %s: %r", item.chunk_id, value)
-            raise UnverifiedError(f"fact-check task failed for {item.chunk_id!r} ({type(value).__name__})")
+            log.warning("fact-check task failed for %s: %r", ids, value)
+            raise UnverifiedError(f"fact-check task failed for {ids} ({type(value).__name__})")
+        if isinstance(value, list) and len(value) == len(items):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("error"), dict):
+            return [value] * len(items)
+        raise UnverifiedError(f"fact-check worker returned no evidence for {ids}")
+
+    @staticmethod
+    def _evidence(item: CheckInput, value: Any) -> Evidence:
+        """One item's answer as evidence, or ``UnverifiedError`` naming the document and why."""
         if isinstance(value, dict) and isinstance(value.get("error"), dict):
             err = value["error"]
             raise UnverifiedError(f"fact-check worker rejected {item.chunk_id!r}: {err.get('message')}")

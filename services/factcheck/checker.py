@@ -2,7 +2,7 @@
 
 Implementations: :class:`~services.factcheck.in_process.InProcessFactChecker` (embedded default, a
 thread pool) and :class:`~services.factcheck.celery_checker.CeleryFactChecker` (Redis-backed Celery
-workers, one task per document). Both gather per-document evidence with the same functions and decide
+workers, batched tasks of passages). Both gather per-document evidence with the same functions and decide
 with the same classifier, so their verdicts are identical for the same inputs (the contract suite in
 ``tests/integration/test_factcheck_contract.py`` holds them to that).
 """
