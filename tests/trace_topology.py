@@ -14,7 +14,7 @@ from typing import Protocol
 
 Edge = tuple[str, str]
 
-FACTCHECK_TASK = "rampart.factcheck.evidence"
+FACTCHECK_TASK = "rampart.factcheck.evidence_batch"  # passages go in batches (items_per_task)
 
 # /v1/search on the gateway with the in-process pipeline and the Celery fact-checker (embedded index).
 SEARCH_EMBEDDED_CELERY: list[Edge] = [
@@ -26,7 +26,7 @@ SEARCH_EMBEDDED_CELERY: list[Edge] = [
     ("rampart.factcheck", f"apply_async/{FACTCHECK_TASK}"),  # producer, in the gateway's process
     (f"apply_async/{FACTCHECK_TASK}", "LPUSH"),  # the task message onto the Redis broker
     (f"apply_async/{FACTCHECK_TASK}", f"run/{FACTCHECK_TASK}"),  # consumer, in a worker process
-    (f"run/{FACTCHECK_TASK}", "GET"),  # the worker's evidence-cache lookup
+    (f"run/{FACTCHECK_TASK}", "MGET"),  # the worker's evidence-cache lookup, one for the batch
 ]
 
 # /v1/search through the Ray Serve orchestrator: the gateway's span → the ingress replica's request

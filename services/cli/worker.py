@@ -59,6 +59,7 @@ def worker(
     backend, RAMPART_MODELS_DIR); start as many as you need, on as many machines.
     """
     from services.factcheck.celery_app import make_app, redact_url
+    from services.factcheck.worker_metrics import serve_worker_metrics
 
     settings = load_settings()
     c = settings.factcheck.celery
@@ -69,6 +70,11 @@ def worker(
     # Logging is already configured (load_settings): Celery must not replace the root handlers.
     app.conf.worker_hijack_root_logger = False
     quiet_task_logs()
+    if c.metrics_port:
+        try:
+            serve_worker_metrics(c.metrics_host, c.metrics_port)
+        except RampartError as exc:
+            raise fail(exc) from exc
     n = concurrency or c.concurrency
     console.print(
         f"[green]fact-check worker[/green] queue {c.queue!r}, {n} process(es), broker {redact_url(c.broker_url)}"

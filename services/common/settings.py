@@ -166,6 +166,14 @@ class CelerySettings(BaseModel):
     ready_timeout_s: float = Field(
         default=1.0, gt=0.0, le=30.0, description="How long /readyz waits for a worker to answer"
     )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="`rampart worker` serves /metrics (task counts and latency of all its processes) "
+        "here; needs PROMETHEUS_MULTIPROC_DIR set to an empty directory; 0 disables",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="Bind address of the worker's /metrics")
     items_per_task: int = Field(
         default=15,
         ge=1,
@@ -712,6 +720,9 @@ class StackSettings(BaseModel):
     )
     ready_timeout_s: float = Field(
         default=300.0, gt=0.0, le=3600.0, description="How long `stack up` waits for every service"
+    )
+    worker_metrics_port: int = Field(
+        default=9104, ge=1, le=65535, description="Prometheus /metrics of the fact-check workers"
     )
 
 

@@ -22,6 +22,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +37,7 @@ from redis.retry import Retry
 
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.llm_client import llm_model_id
+from services.common.metrics import record_request
 from services.common.otel import trace_celery_worker
 from services.common.settings import CelerySettings, RampartSettings
 from services.factcheck.evidence import (
@@ -301,6 +305,29 @@ def run_evidence(state: WorkerState, query: Any, raw_item: Any, model_id: Any = 
     return results[0] if isinstance(results, list) else results
 
 
+WORKER_SERVICE = "factcheck-worker"  # the `service` label of the workers' request metrics
+
+
+@contextmanager
+def _counted(task: str) -> Iterator[list[str]]:
+    """Count one task run by outcome with its latency (``rampart_requests_total``); the body appends
+    its outcome code, an exception counts as ``internal`` (Celery then retries or records it)."""
+    outcome: list[str] = []
+    started = time.perf_counter()
+    try:
+        yield outcome
+    finally:
+        code = outcome[-1] if outcome else ErrorCode.INTERNAL.value
+        record_request(WORKER_SERVICE, task, code, time.perf_counter() - started)
+
+
+def _code(result: Any) -> str:
+    """``ok``, or the error code of a whole-task error result."""
+    if isinstance(result, dict) and isinstance(result.get("error"), dict):
+        return str(result["error"].get("code", ErrorCode.INTERNAL.value))
+    return "ok"
+
+
 def make_app(settings: RampartSettings) -> Celery:
     """A Celery app for ``settings.factcheck.celery`` with the evidence task registered on it.
 
@@ -339,10 +366,16 @@ def make_app(settings: RampartSettings) -> Celery:
     state = WorkerState(settings)
 
     def evidence(query: Any, item: Any, model_id: Any = None) -> dict[str, Any]:
-        return run_evidence(state, query, item, model_id)
+        with _counted("evidence") as outcome:
+            result = run_evidence(state, query, item, model_id)
+            outcome.append(_code(result))
+            return result
 
     def evidence_batch(query: Any, items: Any, model_id: Any = None) -> list[dict[str, Any]] | dict[str, Any]:
-        return run_evidence_batch(state, query, items, model_id)
+        with _counted("evidence_batch") as outcome:
+            result = run_evidence_batch(state, query, items, model_id)
+            outcome.append(_code(result))
+            return result
 
     for name, body in ((TASK_NAME, evidence), (BATCH_TASK_NAME, evidence_batch)):
         app.task(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any, cast
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
-from services.stack.plan import programs, stack_env
+from services.stack.plan import programs, stack_env, worker_metrics_dir
 from services.stack.supervisor_conf import render, socket_path
 
 # supervisord process states (supervisor.states.ProcessStates)
@@ -107,6 +108,9 @@ def write_config(settings: RampartSettings, workdir: Path) -> Path:
     stack_dir = settings.stack_dir().resolve()
     (stack_dir / "logs").mkdir(parents=True, exist_ok=True)
     stack_dir.chmod(0o700)
+    metrics = worker_metrics_dir(settings)  # multiprocess metrics start empty with each stack
+    shutil.rmtree(metrics, ignore_errors=True)
+    metrics.mkdir()
     conf = stack_dir / "supervisord.conf"
     conf.write_text(render(programs(settings), stack_dir, workdir=workdir))
     return conf

@@ -141,7 +141,12 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
                 "worker",
                 [*rampart, "worker", "--concurrency", str(s.workers)],
                 priority=40,
-                env=_otel("factcheck-worker"),
+                env={
+                    **_otel("factcheck-worker"),
+                    # prefork children write their metrics here; the worker's parent serves the sum
+                    "PROMETHEUS_MULTIPROC_DIR": str(worker_metrics_dir(settings)),
+                    "RAMPART_FACTCHECK__CELERY__METRICS_PORT": str(s.worker_metrics_port),
+                },
                 stop_wait_s=30,
             )
         )
@@ -157,6 +162,10 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
         Program("gateway", [*rampart, "serve"], priority=60, env=_otel("gateway")),
     ]
     return out
+
+
+def worker_metrics_dir(settings: RampartSettings) -> Path:
+    return settings.stack_dir().resolve() / "worker-metrics"
 
 
 def _otel(service: str) -> dict[str, str]:

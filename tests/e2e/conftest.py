@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.common.errors import RampartError
 from services.common.net import free_port
 from services.common.settings import RampartSettings
 from services.common.types import Principal
@@ -69,6 +70,7 @@ def stack(models_dir: Path) -> Iterator[Stack]:
         "RAMPART_INGEST_SERVICE__PORT": str(free_port()),
         "RAMPART_INGEST_SERVICE__METRICS_PORT": str(free_port()),
         "RAMPART_STACK__REDIS_PORT": str(free_port()),
+        "RAMPART_STACK__WORKER_METRICS_PORT": str(free_port()),
         "RAMPART_STACK__TRITON_GRPC_PORT": str(free_port()),
         "RAMPART_STACK__TRITON_HTTP_PORT": str(free_port()),
         "RAMPART_STACK__TRITON_METRICS_PORT": str(free_port()),
@@ -95,7 +97,13 @@ def stack(models_dir: Path) -> Iterator[Stack]:
         sup = Supervisor(settings.stack_dir().resolve())
         made = Stack(settings, sup, Addresses.of(settings).gateway_url, keys, receiver)
         try:
-            made.wait_ready(timeout_s=400.0)
+            try:
+                made.wait_ready(timeout_s=400.0)
+            except RampartError as exc:
+                logs = "\n".join(
+                    f"--- {p.name} ({p.state}) ---\n{sup.log_tail(p.name, 15)}" for p in sup.states()
+                )
+                pytest.fail(f"the stack did not start: {exc.message}\n{logs}")
             yield made
         finally:
             sup.shutdown()

@@ -194,11 +194,17 @@ def test_every_service_serves_prometheus_metrics(loaded: Stack) -> None:
             ("retrieval", s.retrieval_service.metrics_port),
             ("ingest", s.ingest_service.metrics_port),
             ("orchestrator", s.serve.metrics_port),
+            ("worker", s.stack.worker_metrics_port),
         )
     }
     assert 'rampart_requests_total{code="ok",method="Search",service="retrieval"}' in scraped["retrieval"]
     assert 'service="ingest"' in scraped["ingest"]  # the documents ingested above
     assert 'rampart_stage_duration_seconds_count{stage="retrieve"}' in scraped["orchestrator"]
+    # summed over the worker's prefork processes
+    assert (
+        'rampart_requests_total{code="ok",method="evidence_batch",service="factcheck-worker"}'
+        in (scraped["worker"])
+    )
 
 
 def test_the_orchestrator_refuses_callers_without_the_internal_token(loaded: Stack) -> None:
