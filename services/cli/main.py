@@ -150,7 +150,7 @@ def serve(
             shown = str(runtime.index.stats())
     except RampartError as exc:
         raise fail(exc) from exc
-    keys = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
+    keys = ApiKeyStore.from_settings(settings)
     if not keys.list():
         console.print(
             "[yellow]no API keys yet[/yellow]: create one with `rampart keys create --tenant T --user U`"
@@ -164,10 +164,6 @@ def serve(
         if runtime is not None:
             runtime.close()
         flush_tracing()
-
-
-def _pepper(settings: RampartSettings) -> str | None:
-    return settings.key_pepper.get_secret_value() if settings.key_pepper else None
 
 
 # ---- ingest ----------------------------------------------------------------------------------------
@@ -502,7 +498,7 @@ def keys_create(
     from services.gateway.api_keys import ApiKeyStore
 
     settings = load_settings()
-    store = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
+    store = ApiKeyStore.from_settings(settings)
     try:
         who = Principal(tenant=tenant, user=user, groups=split_csv(groups), scopes=split_csv(scopes))
         key, record = store.create(who, label=label)
@@ -521,7 +517,7 @@ def keys_list() -> None:
 
     settings = load_settings()
     table = Table("id", "tenant", "user", "groups", "scopes", "label", "created", "revoked")
-    for k in ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings)).list():
+    for k in ApiKeyStore.from_settings(settings).list():
         p = k.principal
         table.add_row(
             k.id,
@@ -541,7 +537,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument()]) -> None:
     from services.gateway.api_keys import ApiKeyStore
 
     settings = load_settings()
-    if not ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings)).revoke(key_id):
+    if not ApiKeyStore.from_settings(settings).revoke(key_id):
         console.print(f"[red]error[/red]: no key {key_id!r}; see `rampart keys list`")
         raise typer.Exit(code=2)
     out.print(f"revoked {key_id}")
@@ -579,7 +575,7 @@ def demo_seed(
     if keys_file.exists():
         console.print(f"demo keys already in {keys_file}")
         return
-    store = ApiKeyStore(settings.api_keys_path(), pepper=_pepper(settings))
+    store = ApiKeyStore.from_settings(settings)
     lines = []
     for tenant, user, groups, scopes in DEMO_PRINCIPALS:
         key, _ = store.create(

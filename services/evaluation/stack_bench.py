@@ -38,6 +38,7 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
 from services.common.types import EVERYONE, Acl, Document, Principal
 from services.evaluation.beir import BeirDataset, iter_corpus
+from services.evaluation.metrics import latency_ms_p50, latency_ms_p95
 from services.evaluation.runner import Progress
 
 BENCH_TENANT = "bench"
@@ -149,12 +150,11 @@ def summarize(values_ms: Sequence[float]) -> dict[str, float]:
     """p50/p95/mean (ms, 2 decimals) and the count of one series."""
     if not values_ms:
         raise ValueError("no timings to summarize")
-    arr = np.asarray(values_ms, dtype=float)
     return {
-        "p50_ms": round(float(np.percentile(arr, 50)), 2),
-        "p95_ms": round(float(np.percentile(arr, 95)), 2),
-        "mean_ms": round(float(arr.mean()), 2),
-        "n": float(len(arr)),
+        "p50_ms": round(latency_ms_p50(values_ms), 2),
+        "p95_ms": round(latency_ms_p95(values_ms), 2),
+        "mean_ms": round(float(np.mean(values_ms)), 2),
+        "n": float(len(values_ms)),
     }
 
 
@@ -384,8 +384,7 @@ def _running_stack(
     t0 = time.perf_counter()
     with environ(env):
         settings = RampartSettings()
-        pepper = settings.key_pepper.get_secret_value() if settings.key_pepper else None
-        key = ApiKeyStore(settings.api_keys_path(), pepper=pepper).create(principal, label="bench")[0]
+        key = ApiKeyStore.from_settings(settings).create(principal, label="bench")[0]
         proc = launch(settings, workdir=Path.cwd(), log=work / "supervisord.out")
     sup = Supervisor(settings.stack_dir().resolve())
     try:
@@ -410,8 +409,7 @@ def _running_embedded(env: Mapping[str, str], principal: Principal) -> Iterator[
 
     with environ(env):
         settings = RampartSettings()
-    pepper = settings.key_pepper.get_secret_value() if settings.key_pepper else None
-    keys = ApiKeyStore(settings.api_keys_path(), pepper=pepper)
+    keys = ApiKeyStore.from_settings(settings)
     key = keys.create(principal, label="bench")[0]
     runtime = Runtime.open(settings)
     try:

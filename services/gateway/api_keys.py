@@ -16,11 +16,15 @@ import secrets
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.types import Principal
+
+if TYPE_CHECKING:
+    from services.common.settings import RampartSettings
 
 PREFIX = "rk_"
 SCOPES = ("search", "ingest", "admin")
@@ -45,6 +49,12 @@ def _digest(secret: str, pepper: bytes) -> str:
 
 class ApiKeyStore:
     """A JSON file of hashed keys, re-read when it changes on disk (``rampart keys`` edits it)."""
+
+    @classmethod
+    def from_settings(cls, settings: RampartSettings) -> ApiKeyStore:
+        """The store every process of one deployment shares: ``api_keys_path()`` and ``key_pepper``."""
+        pepper = settings.key_pepper.get_secret_value() if settings.key_pepper else None
+        return cls(settings.api_keys_path(), pepper=pepper)
 
     def __init__(self, path: Path, *, pepper: str | None = None) -> None:
         self.path = path

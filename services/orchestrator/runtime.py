@@ -38,7 +38,6 @@ class Runtime:
     index: SearchIndex
     ingest: IngestService
     search: SearchPipeline
-    retriever: Retriever
     reranker: Reranker | None = None
     owns_reranker: bool = True  # False when the caller passed one in (it closes it)
     fact_checker: FactChecker | None = None
@@ -87,7 +86,7 @@ class Runtime:
                 **index.stats(),
             },
         )
-        return cls(settings, embedder, index, ingest, search, retriever, reranker, owns, checker)
+        return cls(settings, embedder, index, ingest, search, reranker, owns, checker)
 
     def close(self) -> None:
         if self._orchestrator is not None:
@@ -95,7 +94,7 @@ class Runtime:
         if self.fact_checker is not None:
             self.fact_checker.close()
         self.index.close()
-        close = getattr(self.retriever, "close", None)  # a remote retriever's channel
+        close = getattr(self.search.retriever, "close", None)  # a remote retriever's channel
         if close is not None:
             close()
         if self.reranker is not None and self.owns_reranker:

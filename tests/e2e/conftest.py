@@ -86,7 +86,7 @@ def stack(models_dir: Path) -> Iterator[Stack]:
         for k, v in env.items():
             mp.setenv(k, v)
         settings = RampartSettings()
-        store = ApiKeyStore(settings.api_keys_path())
+        store = ApiKeyStore.from_settings(settings)
         keys = {
             "writer": store.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
             "alice": store.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
