@@ -30,14 +30,14 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from tenacity import (
-    RetryCallState,
     Retrying,
     retry_if_exception,
+    retry_never,
     stop_after_attempt,
+    stop_after_delay,
     stop_any,
     wait_exponential,
 )
-from tenacity.stop import stop_base
 
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.grpc_server import ERROR_DOMAIN, remaining_s
@@ -160,7 +160,8 @@ class Caller:
     ) -> Any:
         """``method(request)`` (a stub's unary-unary multicallable) under the module's rules."""
         name = _method_name(method)
-        end = time.monotonic() + self.timeout_s(deadline_ms)
+        timeout = self.timeout_s(deadline_ms)
+        end = time.monotonic() + timeout
 
         def attempt() -> Any:
             left = end - time.monotonic()
@@ -174,8 +175,8 @@ class Caller:
             return method(request, timeout=left)
 
         retrying = Retrying(
-            retry=retry_if_exception(_unavailable) if idempotent else retry_if_exception(lambda _: False),
-            stop=stop_any(stop_after_attempt(self.attempts if idempotent else 1), _Until(end)),
+            retry=retry_if_exception(_unavailable) if idempotent else retry_never,
+            stop=stop_any(stop_after_attempt(self.attempts if idempotent else 1), stop_after_delay(timeout)),
             wait=wait_exponential(multiplier=self.backoff_s, max=1.0),
             reraise=True,
         )
@@ -183,16 +184,6 @@ class Caller:
             return retrying(attempt)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, address=self.address, method=name) from None
-
-
-class _Until(stop_base):
-    """Stop retrying once the call's overall deadline (a ``time.monotonic()`` value) has passed."""
-
-    def __init__(self, end: float) -> None:
-        self.end = end
-
-    def __call__(self, state: RetryCallState) -> bool:
-        return time.monotonic() >= self.end
 
 
 def _method_name(method: Any) -> str:
