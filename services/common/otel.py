@@ -83,7 +83,8 @@ def _exporters() -> dict[str, Any]:
 
 
 def flush_tracing() -> None:
-    """Flush and stop the process's provider now (a worker child about to exit skips ``atexit``)."""
+    """Export the spans the batch processors still hold, now (a worker child about to exit skips
+    ``atexit``, where the provider is shut down)."""
     provider = trace.get_tracer_provider()
     if isinstance(provider, TracerProvider):
         provider.force_flush()

@@ -23,9 +23,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -305,19 +304,20 @@ def run_evidence(state: WorkerState, query: Any, raw_item: Any, model_id: Any = 
     return results[0] if isinstance(results, list) else results
 
 
+T = TypeVar("T")
 WORKER_SERVICE = "factcheck-worker"  # the `service` label of the workers' request metrics
 
 
-@contextmanager
-def _counted(task: str) -> Iterator[list[str]]:
-    """Count one task run by outcome with its latency (``rampart_requests_total``); the body appends
-    its outcome code, an exception counts as ``internal`` (Celery then retries or records it)."""
-    outcome: list[str] = []
+def _counted(task: str, run: Callable[[], T]) -> T:
+    """``run()``, counted by outcome with its latency (``rampart_requests_total``); an exception
+    counts as ``internal`` (Celery then retries or records it)."""
     started = time.perf_counter()
+    code = ErrorCode.INTERNAL.value
     try:
-        yield outcome
+        result = run()
+        code = _code(result)
+        return result
     finally:
-        code = outcome[-1] if outcome else ErrorCode.INTERNAL.value
         record_request(WORKER_SERVICE, task, code, time.perf_counter() - started)
 
 
@@ -366,16 +366,10 @@ def make_app(settings: RampartSettings) -> Celery:
     state = WorkerState(settings)
 
     def evidence(query: Any, item: Any, model_id: Any = None) -> dict[str, Any]:
-        with _counted("evidence") as outcome:
-            result = run_evidence(state, query, item, model_id)
-            outcome.append(_code(result))
-            return result
+        return _counted("evidence", lambda: run_evidence(state, query, item, model_id))
 
     def evidence_batch(query: Any, items: Any, model_id: Any = None) -> list[dict[str, Any]] | dict[str, Any]:
-        with _counted("evidence_batch") as outcome:
-            result = run_evidence_batch(state, query, items, model_id)
-            outcome.append(_code(result))
-            return result
+        return _counted("evidence_batch", lambda: run_evidence_batch(state, query, items, model_id))
 
     for name, body in ((TASK_NAME, evidence), (BATCH_TASK_NAME, evidence_batch)):
         app.task(

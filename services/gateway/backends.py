@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from opentelemetry import propagate
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
+from services.common.otel import trace_headers
 from services.common.settings import RampartSettings, RemoteSettings
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.ingest.ingestor import Ingestor, LocalIngestor
@@ -103,8 +103,7 @@ class HttpOrchestrator:
         headers = {"content-type": "application/json"}
         if self._token:
             headers[INTERNAL_TOKEN_HEADER] = self._token
-        propagate.inject(headers)
-        return headers
+        return {**headers, **trace_headers()}
 
     async def _post(self, path: str, body: str) -> httpx.Response:
         try:
