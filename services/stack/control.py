@@ -53,11 +53,11 @@ class Supervisor:
         except (OSError, ValueError):
             return None
         try:
-            os.kill(pid, 0)
+            os.kill(pid, 0)  # PermissionError: alive, under another user
         except ProcessLookupError:
             return None
         except PermissionError:
-            pass
+            return pid
         return pid
 
     def running(self) -> bool:
@@ -83,11 +83,10 @@ class Supervisor:
         return state.pid
 
     def log_tail(self, name: str, lines: int = 30) -> str:
-        path = self.dir / "logs" / f"{name}.log"
-        try:
-            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        """The end of a program's log (``supervisord``: supervisord's own)."""
+        if name == "supervisord":
+            return tail(self.dir / "supervisord.log", lines)
+        return tail(self.dir / "logs" / f"{name}.log", lines)
 
     def shutdown(self, timeout_s: float = 120.0) -> None:
         """Stop every program (reverse priority) and supervisord; SIGKILL its group after ``timeout_s``."""
@@ -102,6 +101,14 @@ class Supervisor:
         if self.pid() is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` of a log file; empty when there is none yet."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 def write_config(settings: RampartSettings, workdir: Path) -> Path:

@@ -23,13 +23,23 @@ def expected_stages(settings: RampartSettings) -> tuple[str, ...]:
     return tuple(stages)
 
 
+SUPERVISOR_START_S = 15.0  # supervisord writes its pid file and socket within a second or two
+
+
 def wait_ready(
     sup: Supervisor, gateway_url: str, stages: tuple[str, ...], timeout_s: float
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     last: str = "no answer yet"
     with httpx.Client(timeout=5.0) as client:
         while time.monotonic() < deadline:
+            if not sup.running() and time.monotonic() - started > SUPERVISOR_START_S:
+                raise RampartError(
+                    ErrorCode.UNAVAILABLE,
+                    f"supervisord is not running (it exited or never started); {sup.dir / 'supervisord.log'} "
+                    f"ends:\n{sup.log_tail('supervisord')}",
+                )
             states = sup.states() if sup.running() else []
             failed = [s for s in states if s.state == FATAL]
             if failed:

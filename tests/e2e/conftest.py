@@ -100,8 +100,10 @@ def stack(models_dir: Path) -> Iterator[Stack]:
             try:
                 made.wait_ready(timeout_s=400.0)
             except RampartError as exc:
+                states = sup.states() if sup.running() else []
                 logs = "\n".join(
-                    f"--- {p.name} ({p.state}) ---\n{sup.log_tail(p.name, 15)}" for p in sup.states()
+                    [f"--- supervisord ---\n{sup.log_tail('supervisord', 15)}"]
+                    + [f"--- {p.name} ({p.state}) ---\n{sup.log_tail(p.name, 15)}" for p in states]
                 )
                 pytest.fail(f"the stack did not start: {exc.message}\n{logs}")
             yield made
