@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -194,6 +194,13 @@ def bench_factcheck(
     deadline_ms: Annotated[
         int, typer.Option(min=10, help="Per-check deadline; generous, so rows time work, not timeouts")
     ] = 60_000,
+    stored_vectors: Annotated[
+        bool,
+        typer.Option(
+            help="Give passages their embeddings up front, as search passes the index's stored vectors "
+            "(nothing is embedded during a check)"
+        ),
+    ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON here")] = None,
 ) -> None:
     """Fact-check round trip (checks/s, passages/s, p50/p95 per check): Celery workers vs in-process.
@@ -227,6 +234,7 @@ def bench_factcheck(
                 redis_url=redis_url,
                 workers=workers,
                 deadline_s=deadline_ms / 1000,
+                stored_vectors=stored_vectors,
                 progress=task_updater(bar),
                 started=lambda msg: console.print(msg),
             )
@@ -283,7 +291,6 @@ def bench_contradiction(
     """Contradiction classifier throughput (pairs/s, p50/p95 per call), every pair filling the model's
     max length: the installed model (<models_dir>/contradiction) on onnxruntime in-process."""
     from collections.abc import Sequence
-    from typing import Any
 
     from services.evaluation.rerank_bench import measure
     from services.factcheck.contradiction import ContradictionModel
@@ -474,6 +481,7 @@ def bench_stack(
             str(r["degraded"]),
         )
     out.print(table)
+    out.print(stage_table(record["rows"]))
     for endpoint, ratio in record["ratios"].items():
         verdict = "[green]within[/green]" if ratio <= GOAL_RATIO else "[red]over[/red]"
         console.print(f"stack/embedded p50, {endpoint}: {ratio:g} ({verdict} the {GOAL_RATIO:g} goal)")
@@ -498,3 +506,15 @@ def bench_stack(
             console.print(f"[red]failure[/red]: {example}")
     if json_out:
         write_json_report(json_out, {"command": invocation(ctx), **record})
+
+
+def stage_table(rows: list[dict[str, Any]]) -> Table:
+    """Median ms per pipeline stage (the responses' ``timings_ms``), one column per mode and endpoint."""
+    columns: list[tuple[str, dict[str, float]]] = [
+        (f"{r['mode']} {r['endpoint']}", dict(r.get("stages_p50_ms") or {})) for r in rows
+    ]
+    stages = sorted({stage for _, per in columns for stage in per})
+    table = Table("stage p50 ms", *[name for name, _ in columns], title="where the time goes")
+    for stage in stages:
+        table.add_row(stage, *[f"{per[stage]:g}" if stage in per else "—" for _, per in columns])
+    return table

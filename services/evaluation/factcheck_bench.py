@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -42,7 +42,7 @@ import redis
 from services.common.errors import ErrorCode, RampartError
 from services.common.redis_server import RedisServer, redis_server_binary
 from services.common.settings import RampartSettings
-from services.factcheck.celery_app import bounded, cache_url, evidence_key, redact_url, redis_client
+from services.factcheck.celery_app import as_sent, cache_url, evidence_key, redact_url, redis_client
 from services.factcheck.checker import FactChecker
 from services.factcheck.evidence import CheckInput
 from services.factcheck.worker_process import WorkerProcess
@@ -195,6 +195,19 @@ def build_checks(count: int, passages: int, *, seed: int, tag: str) -> list[Chec
     return checks
 
 
+def with_vectors(checks: Sequence[Check], embedder: Embedder) -> list[Check]:
+    """``checks`` with each passage's embedding attached (what the index stores for a chunk)."""
+    out = []
+    for check in checks:
+        vectors = embedder.embed([i.text for i in check.items])
+        items = [
+            i.model_copy(update={"vector": [float(x) for x in v]})
+            for i, v in zip(check.items, vectors, strict=True)
+        ]
+        out.append(replace(check, items=items))
+    return out
+
+
 # ---- measurement -----------------------------------------------------------------------------------
 def percentile(sorted_ms: Sequence[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
@@ -265,7 +278,7 @@ def warm_up(checker: FactChecker, checks: Sequence[Check], *, concurrency: int, 
 
 def cached_share(cache: redis.Redis, model_id: str, checks: Sequence[Check]) -> float:
     """Share of the checks' passages whose evidence is already in the cache."""
-    keys = [evidence_key(c.query, bounded(i), model_id) for c in checks for i in c.items]
+    keys = [evidence_key(c.query, i, model_id) for c in checks for i in as_sent(c.items)]
     if not keys:
         return 0.0
     return round(sum(v is not None for v in cache.mget(keys)) / len(keys), 3)
@@ -368,10 +381,13 @@ def run_factcheck_bench(
     workers: int | None = None,
     deadline_s: float = 60.0,
     seed: int = 13,
+    stored_vectors: bool = False,
     progress: Progress | None = None,
     started: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Start Redis (unless ``redis_url``) and a worker, time both backends, stop everything.
+    ``stored_vectors`` gives every passage its embedding up front, as the search stage passes the
+    index's stored vectors (nothing is embedded during a check; untimed).
 
     Returns the record the CLI prints and writes: rows, ratios, the settings used and the processes
     started (their pids, all gone by the time this returns)."""
@@ -427,13 +443,18 @@ def run_factcheck_bench(
         plan = [(name, c) for name, _ in backends for c in levels]
         with_cache = s.factcheck.celery.cache_ttl_s > 0
         total = len(plan) + int(with_cache)
+
+        def checks_for(count: int, seed: int, tag: str) -> list[Check]:
+            built = build_checks(count, passages, seed=seed, tag=tag)
+            return with_vectors(built, embedder) if stored_vectors else built
+
         for name, checker in backends:
-            warm = build_checks(max(levels), passages, seed=seed + 1, tag=f"{nonce}-warm-{name}")
+            warm = checks_for(max(levels), seed + 1, f"{nonce}-warm-{name}")
             used += warm
             warm_up(checker, warm, concurrency=max(levels), deadline_s=deadline_s)
         cold: dict[int, list[Check]] = {}
         for i, (name, c) in enumerate(plan):
-            batch = build_checks(checks, passages, seed=seed, tag=f"{nonce}-{name}-c{c}")
+            batch = checks_for(checks, seed, f"{nonce}-{name}-c{c}")
             used += batch
             row: dict[str, Any] = {"backend": name, "concurrency": c}
             if name == CELERY:
@@ -452,7 +473,10 @@ def run_factcheck_bench(
             rows.append(row)
             if progress:
                 progress("bench factcheck", total, total)
-        record["settings"] = _settings_record(s, embedder, celery.model_id, deadline_s, seed)
+        record["settings"] = {
+            **_settings_record(s, embedder, celery.model_id, deadline_s, seed),
+            "stored_vectors": stored_vectors,
+        }
         record["redis"] = {"url": redact_url(broker), "started": redis_url is None}
     # Everything the bench started is stopped by now: say so in the record, from /proc.
     record["processes_alive_after"] = [
@@ -467,7 +491,7 @@ def run_factcheck_bench(
 
 
 def _forget(cache: redis.Redis, model_id: str, used: Sequence[Check]) -> None:
-    keys = [evidence_key(c.query, bounded(i), model_id) for c in used for i in c.items]
+    keys = [evidence_key(c.query, i, model_id) for c in used for i in as_sent(c.items)]
     with contextlib.suppress(redis.RedisError):
         for start in range(0, len(keys), 1000):
             cache.delete(*keys[start : start + 1000])

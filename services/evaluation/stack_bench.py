@@ -168,6 +168,16 @@ def ratios(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     }
 
 
+def stage_medians(per_request: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Median ms of each pipeline stage over the requests that report it (``timings_ms`` of the
+    responses): which stage the stack's extra latency sits in."""
+    values: dict[str, list[float]] = {}
+    for timings in per_request:
+        for stage, ms in timings.items():
+            values.setdefault(stage, []).append(float(ms))
+    return {stage: round(float(np.median(v)), 2) for stage, v in sorted(values.items())}
+
+
 def paired_added_ms(stack_ms: Sequence[float], embedded_ms: Sequence[float]) -> float:
     """Median of per-query differences (stack − embedded) of an interleaved run, in query order."""
     if len(stack_ms) != len(embedded_ms) or not stack_ms:
@@ -507,6 +517,7 @@ def _measure(
             record[f"{mode}_ingest_s"] = _ingest(client, corpus.documents, mode, progress)
         label = "+".join(clients)
         timings: dict[tuple[str, str], list[float]] = {}
+        stages: dict[tuple[str, str], list[dict[str, float]]] = {}
         degraded: dict[tuple[str, str], int] = {}
         for endpoint in ENDPOINTS:
             for n, query in enumerate(queries):
@@ -519,6 +530,7 @@ def _measure(
                     elapsed = (time.perf_counter() - t0) * 1000
                     if n >= options.warmup:
                         timings.setdefault((mode, endpoint), []).append(elapsed)
+                        stages.setdefault((mode, endpoint), []).append(dict(body.get("timings_ms") or {}))
                         degraded[(mode, endpoint)] = degraded.get((mode, endpoint), 0) + bool(
                             body.get("degraded")
                         )
@@ -529,7 +541,13 @@ def _measure(
             e: paired_added_ms(timings[("stack", e)], timings[("embedded", e)]) for e in ENDPOINTS
         }
     return [
-        {"mode": mode, "endpoint": endpoint, **summarize(values), "degraded": degraded[(mode, endpoint)]}
+        {
+            "mode": mode,
+            "endpoint": endpoint,
+            **summarize(values),
+            "degraded": degraded[(mode, endpoint)],
+            "stages_p50_ms": stage_medians(stages[(mode, endpoint)]),
+        }
         for (mode, endpoint), values in timings.items()
     ]
 

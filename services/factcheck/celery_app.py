@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -109,6 +109,15 @@ def bounded(item: CheckInput) -> CheckInput:
     if text == item.text and title == item.title:
         return item
     return item.model_copy(update={"text": text, "title": title})
+
+
+def as_sent(items: Sequence[CheckInput]) -> list[CheckInput]:
+    """``items`` as a check sends them to the workers (and keys their cached evidence): :func:`bounded`,
+    and without their stored embeddings when every item has one. The workers' detectors never read a
+    vector and 30 of them as JSON are ~0.25 MB each way, so the caller keeps them and attaches them to
+    the evidence itself, as the in-process checker's evidence has them."""
+    stored = bool(items) and all(i.vector for i in items)
+    return [bounded(i.model_copy(update={"vector": None, "embed": False}) if stored else i) for i in items]
 
 
 def evidence_key(query: str, item: CheckInput, model_id: str) -> str:
@@ -277,14 +286,12 @@ def _evidence_for(
     for k, key in keys.items():
         if key not in found:
             todo.setdefault(key, items[k])
-    # gather_evidence uses stored embeddings only when every item has one: a batch mixing both
-    # (never sent by CeleryFactChecker) is computed as two, so each item gets what it would alone
-    for part in (
-        {k: i for k, i in todo.items() if i.vector},
-        {k: i for k, i in todo.items() if not i.vector},
-    ):
-        if not part:
-            continue
+    # gather_evidence treats a batch all alike (stored vectors, none wanted, or embed): a batch mixing
+    # them (never sent by CeleryFactChecker) is computed per kind, so each item gets what it would alone
+    kinds: dict[tuple[bool, bool], dict[str, CheckInput]] = {}
+    for key, item in todo.items():
+        kinds.setdefault((bool(item.vector), item.embed), {})[key] = item
+    for part in kinds.values():
         computed = gather_evidence(
             query, list(part.values()), state.embedder(), state.settings.factcheck, state.judge()
         )

@@ -40,7 +40,7 @@ from services.common.settings import FactCheckSettings, RampartSettings
 from services.factcheck.celery_app import (
     BATCH_TASK_NAME,
     TRANSIENT_ERRORS,
-    bounded,
+    as_sent,
     cache_url,
     evidence_key,
     evidence_model_id,
@@ -256,7 +256,7 @@ class CeleryFactChecker:
     def _gather(
         self, query: str, items: list[CheckInput], deadline: float, sent: list[_Sent]
     ) -> list[Evidence]:
-        capped = [bounded(i) for i in items]
+        capped = as_sent(items)  # stored vectors stay here (the evidence gets them back below)
         keys = [evidence_key(query, i, self._model_id) for i in capped]
         found = self._cached(keys) if self.settings.celery.cache_ttl_s else {}
         todo: dict[str, CheckInput] = {}
@@ -267,7 +267,8 @@ class CeleryFactChecker:
             found.update(self._run_tasks(query, todo, deadline, sent))
         # Cached evidence may come from another chunk with the same content: the chunk id is ours.
         return [
-            found[k].model_copy(update={"chunk_id": i.chunk_id}) for k, i in zip(keys, items, strict=True)
+            found[k].model_copy(update={"chunk_id": i.chunk_id, **({"vector": i.vector} if i.vector else {})})
+            for k, i in zip(keys, items, strict=True)
         ]
 
     def _cached(self, keys: list[str]) -> dict[str, Evidence]:

@@ -50,6 +50,12 @@ class CheckInput(BaseModel):
         description="The passage's stored embedding (from the index); when every passage of a check has "
         "one, the near-duplicate clustering uses them and nothing is embedded again",
     )
+    embed: bool = Field(
+        default=True,
+        description="Embed the passage when it carries no vector. A caller holding the stored embedding "
+        "sends False and attaches the vector to the evidence itself: the detectors never read it, so it "
+        "need not travel to a worker and back (workers that predate the field embed as before)",
+    )
 
 
 class Evidence(BaseModel):
@@ -89,6 +95,8 @@ def passage_key(query: str, item: CheckInput, model_id: str) -> str:
         h.update(b"\x00")
     if item.vector is not None:  # a stored embedding is part of the evidence it yields
         h.update(np.asarray(item.vector, dtype=np.float32).tobytes())
+    elif not item.embed:  # evidence without a vector must not answer a request that needs one
+        h.update(b"no-embedding\x00")
     return h.hexdigest()
 
 
@@ -119,13 +127,13 @@ def gather_evidence(
     judge: LlmJudge | None = None,
 ) -> list[Evidence]:
     """Evidence for each item, embedding all passages in one batched call (none when every item carries
-    its stored embedding: the check's caller makes that all-or-none); with a ``judge``, also its
+    its stored embedding, or none asks for one: the caller makes each all-or-none); with a ``judge``, also its
     verdict per passage (a few requests at a time; the passage is per-document, so it caches with the
     rest — the caller puts the judge's id into the cache key)."""
     texts = [bounded_text(i.text) for i in items]
     if items and all(i.vector for i in items):  # stored embeddings: nothing to compute
         vectors = np.asarray([i.vector for i in items], dtype=np.float32)
-    elif embedder is not None and texts:
+    elif embedder is not None and texts and any(i.embed for i in items):
         vectors = embedder.embed(texts)
     else:
         vectors = np.zeros((len(items), 0), dtype=np.float32)

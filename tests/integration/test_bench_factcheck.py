@@ -99,13 +99,17 @@ def test_bench_factcheck_rows_and_cleanup(tmp_path: Path, env: dict[str, str]) -
 def test_bench_factcheck_on_a_given_redis_leaves_it_clean(
     tmp_path: Path, env: dict[str, str], redis_server: RedisServer
 ) -> None:
-    """--redis-url: no redis-server of its own, its worker on a private queue, its cache keys deleted."""
-    args = ["--checks", "2", "--passages", "2", "--concurrency", "1", "--workers", "1"]
+    """--redis-url: no redis-server of its own, its worker on a private queue, its cache keys deleted
+    (with --stored-vectors, whose evidence is keyed as the check sends it: without the vectors)."""
+    args = ["--checks", "2", "--passages", "2", "--concurrency", "1", "--workers", "1", "--stored-vectors"]
     record = run([*args, "--redis-url", redis_server.url(2)], env, tmp_path / "fc.json")
     assert set(record["processes"]) == {"worker"} and record["redis"]["started"] is False
+    assert record["settings"]["stored_vectors"] is True
     assert {r["backend"] for r in record["rows"]} == {INPROCESS, CELERY, CELERY_CACHED}
     for row in record["rows"]:
         assert_sane(row, checks=2, passages=2)
+    cached = {r["backend"]: r["cached_before"] for r in record["rows"] if "cached_before" in r}
+    assert cached == {CELERY: 0.0, CELERY_CACHED: 1.0}
     assert_all_stopped(record)
     assert redis_server.client(2).keys("rampart:fc:*") == []
 

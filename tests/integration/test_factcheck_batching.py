@@ -16,9 +16,16 @@ import pytest
 
 from services.common.errors import ErrorCode
 from services.common.settings import RampartSettings
-from services.factcheck.celery_app import BATCH_TASK_NAME, TASK_NAME
+from services.factcheck.celery_app import (
+    BATCH_TASK_NAME,
+    TASK_NAME,
+    as_sent,
+    cache_url,
+    evidence_key,
+    redis_client,
+)
 from services.factcheck.celery_checker import CeleryFactChecker, batches
-from services.factcheck.evidence import CheckInput
+from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.in_process import InProcessFactChecker
 from services.retrieval.embedder import Embedder
 from tests.integration.redis_server import CeleryWorker, RedisServer, celery_settings
@@ -173,5 +180,34 @@ def test_a_bad_item_gets_its_error_and_the_others_their_evidence(
         )
         assert "JSON array" in not_list["error"]["message"] and "dict" in not_list["error"]["message"]
         assert "Retry in" not in celery_worker.log()  # answers, not failures: nothing to redeliver
+    finally:
+        checker.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+def test_stored_vectors_stay_with_the_caller(
+    redis_server: RedisServer, celery_worker: CeleryWorker, models_dir: Path, embedder: Embedder
+) -> None:
+    """With every passage's stored embedding at hand the check sends none to the workers, which
+    neither embed nor return one (their cached evidence has no vector), and the caller's verdicts
+    still come from the stored vectors (the contract suite's all-or-none test checks that part)."""
+    checker = CeleryFactChecker.from_settings(celery_settings(redis_server, models_dir), embedder)
+    items = [
+        p.model_copy(update={"vector": [1.0 if d == k else 0.0 for d in range(embedder.dim)]})
+        for k, p in enumerate(passages(3))
+    ]
+    try:
+        outcome = checker.check(QUERY, items, deadline_s=DEADLINE_S)
+        assert not outcome.unverified, outcome.reason
+        cache = redis_client(cache_url(checker.settings.celery), checker.settings.celery)
+        sent = as_sent(items)
+        assert [(i.vector, i.embed) for i in sent] == [(None, False)] * 3
+        cached = cache.mget([evidence_key(QUERY, i, checker.model_id) for i in sent])
+        assert all(c is not None for c in cached), "the worker's evidence is cached under the slim key"
+        assert [Evidence.model_validate_json(c).vector for c in cached if c] == [[], [], []]
+        # a caller without stored vectors is not answered from that vectorless evidence
+        fresh = [i.model_copy(update={"vector": None}) for i in items]
+        assert cache.mget([evidence_key(QUERY, i, checker.model_id) for i in fresh]) == [None] * 3
     finally:
         checker.close()

@@ -26,6 +26,7 @@ from services.evaluation.stack_bench import (
     parse_locust_json,
     percentile_from_histogram,
     ratios,
+    stage_medians,
     summarize,
     take_queries,
 )
@@ -54,6 +55,35 @@ def test_paired_added_is_the_median_per_query_difference() -> None:
     assert paired_added_ms([110.0, 120.0, 900.0], [100.0, 100.0, 880.0]) == 20.0
     with pytest.raises(ValueError, match="equal"):
         paired_added_ms([1.0], [1.0, 2.0])
+
+
+def test_stage_medians_take_each_stage_over_the_requests_that_report_it() -> None:
+    per_request = [
+        {"retrieve": 10.0, "rerank": 200.0},
+        {"retrieve": 30.0, "rerank": 100.0},
+        {"retrieve": 20.0},
+    ]
+    assert stage_medians(per_request) == {"rerank": 150.0, "retrieve": 20.0}
+    assert stage_medians([]) == {}
+
+
+def test_stage_table_puts_modes_side_by_side() -> None:
+    from rich.console import Console
+
+    from services.cli.bench import stage_table
+
+    rows = [
+        {"mode": "stack", "endpoint": "search", "stages_p50_ms": {"rerank": 250.0, "retrieve": 20.0}},
+        {"mode": "embedded", "endpoint": "search", "stages_p50_ms": {"rerank": 200.0}},
+    ]
+    console = Console(width=120, record=True)
+    console.print(stage_table(rows))
+    text = console.export_text()
+    assert "stack search" in text and "embedded search" in text
+    rerank = next(line for line in text.splitlines() if "rerank" in line)
+    assert "250" in rerank and "200" in rerank
+    retrieve = next(line for line in text.splitlines() if "retrieve" in line)
+    assert "20" in retrieve and "—" in retrieve
 
 
 def test_take_queries_cycles_and_refuses_none() -> None:
