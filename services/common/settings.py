@@ -24,6 +24,12 @@ class EmbeddingSettings(BaseModel):
     batch_size: int = Field(default=32, ge=1, le=1024, description="Texts per onnxruntime call")
     max_length: int = Field(default=256, ge=16, le=512, description="Tokens per text (MiniLM: 256)")
     threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
+    spin_wait: bool = Field(
+        default=False,
+        description="Let onnxruntime's threads busy-wait after a call for the next one. Off: a search embeds "
+        "one query and moves on, and threads spinning on the cores would slow the stages after it (dense "
+        "search, the reranker; docs/benchmarks.md); on only helps a process that embeds back to back",
+    )
 
 
 class ChunkingSettings(BaseModel):

@@ -43,4 +43,5 @@ def build_embedder(settings: RampartSettings) -> Embedder:
         batch_size=settings.embedding.batch_size,
         max_length=settings.embedding.max_length,
         threads=settings.embedding.threads,
+        spin_wait=settings.embedding.spin_wait,
     )

@@ -126,9 +126,17 @@ class OnnxEmbedder:
 
     @classmethod
     def from_dir(
-        cls, path: Path, *, batch_size: int = 32, max_length: int = 256, threads: int = 0
+        cls,
+        path: Path,
+        *,
+        batch_size: int = 32,
+        max_length: int = 256,
+        threads: int = 0,
+        spin_wait: bool = False,
     ) -> OnnxEmbedder:
-        """Load ``path`` (model.onnx + tokenizer.json + manifest.json); ``threads`` 0 = all cores."""
+        """Load ``path`` (model.onnx + tokenizer.json + manifest.json); ``threads`` 0 = all cores.
+        ``spin_wait`` lets onnxruntime's threads busy-wait for the next call (EmbeddingSettings says
+        why it is off by default)."""
         import onnxruntime as ort
 
         path = Path(path)
@@ -155,6 +163,7 @@ class OnnxEmbedder:
         options.inter_op_num_threads = 1
         if threads > 0:
             options.intra_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
         options.log_severity_level = 3  # errors only; fused-op notices are noise
         try:
             session = ort.InferenceSession(

@@ -113,6 +113,18 @@ def test_batch_order_and_batch_size_invariance(model_dir: Path, embedder: OnnxEm
     np.testing.assert_allclose(big_batches, base, atol=1e-5)
 
 
+def test_spin_wait_is_the_sessions_and_changes_no_vector(model_dir: Path, embedder: OnnxEmbedder) -> None:
+    """Off by default (a query embeds once and the next stage needs the cores); the vectors are the same."""
+
+    def spinning(e: OnnxEmbedder) -> str:
+        options = e._session.get_session_options()
+        return str(options.get_session_config_entry("session.intra_op.allow_spinning"))
+
+    spinner = OnnxEmbedder.from_dir(model_dir, batch_size=4, threads=2, spin_wait=True)
+    assert (spinning(embedder), spinning(spinner)) == ("0", "1")
+    np.testing.assert_allclose(spinner.embed(TEXTS), embedder.embed(TEXTS), atol=1e-6)
+
+
 def test_empty_input_and_duplicates(embedder: OnnxEmbedder) -> None:
     empty = embedder.embed([])
     assert empty.shape == (0, 384) and empty.dtype == np.float32
