@@ -116,6 +116,8 @@ class TritonReranker:
             return []
         deadline = time.monotonic() + self._cfg.deadline_ms / 1000
         spans = [(i, min(i + self._batch, len(items))) for i in range(0, len(items), self._batch)]
+        if len(spans) == 1:  # the usual case (one query's candidates): no hand-off to the pool
+            return self._infer_retrying(query, items, deadline)
         # each batch runs in a copy of this context: its gRPC span joins the request's trace
         futures = [
             self._pool.submit(
