@@ -20,11 +20,11 @@ import atexit
 import logging
 import os
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.sdk._configuration import _get_exporter_names, _import_exporters
 from opentelemetry.sdk.environment_variables import OTEL_SERVICE_NAME
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -65,21 +65,47 @@ def configure_tracing(service_name: str) -> TracerProvider:
     return provider
 
 
+# OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL -> the entry point the OTLP exporter packages register
+OTLP_ENTRY_POINTS = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
+EXPORTER_GROUP = "opentelemetry_traces_exporter"
+
+
 def _exporters() -> dict[str, Any]:
-    """Exporter classes named by ``OTEL_TRACES_EXPORTER``, resolved by the SDK's own entry points."""
-    try:
-        names = _get_exporter_names("traces")
-        traces, _, _ = _import_exporters(names, [], [])
-    except (RuntimeError, ValueError) as exc:
-        raise RampartError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"cannot build the trace exporter from OTEL_TRACES_EXPORTER="
-            f"{os.environ.get('OTEL_TRACES_EXPORTER')!r} / OTEL_EXPORTER_OTLP_PROTOCOL="
-            f"{os.environ.get('OTEL_EXPORTER_OTLP_PROTOCOL')!r} ({exc}); use otlp, console or none, "
-            "and grpc or http/protobuf",
-            field="OTEL_TRACES_EXPORTER",
-        ) from exc
-    return dict(traces)
+    """Exporter classes named by ``OTEL_TRACES_EXPORTER`` (comma-separated; unset or ``none``: no
+    export), found through the entry points the exporter packages register — the public plugin
+    mechanism, not the SDK's private auto-configuration helpers. ``otlp`` picks grpc or http/protobuf
+    from ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``OTEL_EXPORTER_OTLP_PROTOCOL`` (default grpc)."""
+    raw = os.environ.get("OTEL_TRACES_EXPORTER", "")
+    names = [n.strip() for n in raw.split(",") if n.strip() and n.strip() != "none"]
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "grpc"
+    ).strip()
+    out: dict[str, Any] = {}
+    for name in names:
+        if name == "otlp" and protocol not in OTLP_ENTRY_POINTS:
+            raise _bad_exporter(f"unknown OTLP protocol {protocol!r}")
+        entry = OTLP_ENTRY_POINTS[protocol] if name == "otlp" else name
+        found = entry_points(group=EXPORTER_GROUP, name=entry)
+        if not found:
+            raise _bad_exporter(f"no installed trace exporter is called {name!r}")
+        try:
+            out[name] = next(iter(found)).load()
+        except Exception as exc:  # a broken plugin: say which one
+            raise _bad_exporter(f"trace exporter {name!r} cannot be loaded ({exc})") from exc
+    return out
+
+
+def _bad_exporter(why: str) -> RampartError:
+    return RampartError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"cannot build the trace exporter from OTEL_TRACES_EXPORTER="
+        f"{os.environ.get('OTEL_TRACES_EXPORTER')!r} / OTEL_EXPORTER_OTLP_PROTOCOL="
+        f"{os.environ.get('OTEL_EXPORTER_OTLP_PROTOCOL')!r}: {why}; use otlp, console or none, "
+        "and grpc or http/protobuf",
+        field="OTEL_TRACES_EXPORTER",
+    )
 
 
 def flush_tracing() -> None:

@@ -123,6 +123,14 @@ def test_topology_reports_missing_edges_in_declaration_order() -> None:
             {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
             {"opentelemetry.exporter.otlp.proto.http.trace_exporter.OTLPSpanExporter"},
         ),
+        (  # the signal-specific protocol wins; grpc is the default
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"},
+            {"opentelemetry.exporter.otlp.proto.grpc.trace_exporter.OTLPSpanExporter"},
+        ),
+        (
+            {"OTEL_TRACES_EXPORTER": "console, otlp"},
+            {"ConsoleSpanExporter", "opentelemetry.exporter.otlp.proto.grpc.trace_exporter.OTLPSpanExporter"},
+        ),
     ],
 )
 def test_exporters_come_from_the_standard_variables(
