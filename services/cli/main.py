@@ -188,7 +188,7 @@ def ingest(
     api_key: KeyOpt = None,
 ) -> None:
     """Index files (txt, md, html, pdf, docx); a <file>.meta.json sidecar sets title/ACL/metadata."""
-    from services.cli.files import discover, load
+    from services.ingest.files import discover, load
 
     settings = load_settings()
     for p in paths:

@@ -110,7 +110,7 @@ def beir_corpus(dataset: BeirDataset, docs: int) -> BenchCorpus:
 def folder_corpus(root: Path, docs: int) -> BenchCorpus:
     """Every supported file under ``root`` (sidecar ACLs kept, ids relative to ``root``), up to ``docs``;
     the queries are :data:`SAMPLE_QUERIES` (written for ``samples/``; any text times the same work)."""
-    from services.cli.files import discover, load
+    from services.ingest.files import discover, load
 
     documents: list[Document] = []
     for base, path in discover([root]):

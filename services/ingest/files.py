@@ -1,4 +1,4 @@
-"""Turn files on disk into :class:`Document` s for ``rampart ingest``.
+"""Turn files on disk into :class:`Document` s (`rampart ingest`, the stack bench's folder corpus).
 
 Each file may have a sidecar ``<name>.meta.json`` with ``title``, ``acl``, ``metadata``, ``id`` and
 ``version``; command-line options give the defaults (``--groups '*'``: the whole tenant).
