@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.common import metrics as rampart_metrics
 from services.common import telemetry
 from services.common.errors import HTTP_STATUS, ErrorCode, RampartError
+from services.common.http_errors import error_response, invalid_request
 from services.common.otel import current_trace_id, instrument_fastapi
 from services.common.types import DocumentStatus, Principal
 from services.gateway.api_keys import ApiKeyStore
@@ -53,10 +54,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._\-]{8,64}")
-
-
-def _error(exc: RampartError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
 
 
 def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI:
@@ -93,7 +90,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
             errors.labels(ErrorCode.PAYLOAD_TOO_LARGE.value).inc()
-            response: Response = _error(
+            response: Response = error_response(
                 RampartError(
                     ErrorCode.PAYLOAD_TOO_LARGE,
                     f"request body of {length} bytes exceeds the limit of {settings.max_body_bytes}; "
@@ -123,27 +120,12 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
         )
         if exc.code is ErrorCode.UNAUTHENTICATED:
             headers = {"www-authenticate": "Bearer"}
-        return _error(exc, headers)
+        return error_response(exc, headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            {
-                "field": ".".join(str(p) for p in e.get("loc", ())),
-                "problem": e.get("msg", ""),
-                "type": e.get("type", ""),
-            }
-            for e in exc.errors()[:20]
-        ]
         errors.labels(ErrorCode.INVALID_ARGUMENT.value).inc()
-        first = problems[0] if problems else {"field": "body", "problem": "invalid"}
-        return _error(
-            RampartError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"invalid request: {first['field']}: {first['problem']}",
-                errors=problems,
-            )
-        )
+        return error_response(invalid_request(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -159,7 +141,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", extra={"request_id": getattr(request.state, "request_id", "")})
         errors.labels(ErrorCode.INTERNAL.value).inc()
-        return _error(
+        return error_response(
             RampartError(
                 ErrorCode.INTERNAL, "internal error; the request id in x-request-id identifies it in the logs"
             )

@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.http_errors import error_response, invalid_request
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import instrument_fastapi
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
@@ -58,10 +59,6 @@ class InProcessBackend:
         return await run_in_threadpool(self.service.readiness)
 
 
-def _error(exc: RampartError) -> JSONResponse:
-    return JSONResponse(exc.to_dict(), status_code=exc.http_status)
-
-
 def create_orchestrator_app(backend: OrchestratorBackend, *, token: str | None = None) -> FastAPI:
     app = FastAPI(
         title="Rampart orchestrator",
@@ -79,7 +76,7 @@ def create_orchestrator_app(backend: OrchestratorBackend, *, token: str | None =
         given = request.headers.get(INTERNAL_TOKEN_HEADER, "").encode()
         if hmac.compare_digest(given, expected):
             return await call_next(request)
-        return _error(
+        return error_response(
             RampartError(
                 ErrorCode.UNAUTHENTICATED,
                 f"missing or wrong {INTERNAL_TOKEN_HEADER}: only the gateway (remote.internal_token) may "
@@ -89,27 +86,18 @@ def create_orchestrator_app(backend: OrchestratorBackend, *, token: str | None =
 
     @app.exception_handler(RampartError)
     async def rampart_error(request: Request, exc: RampartError) -> JSONResponse:
-        return _error(exc)
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            {"field": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
-            for e in exc.errors()[:20]
-        ]
-        first = problems[0] if problems else {"field": "body", "problem": "invalid"}
-        return _error(
-            RampartError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"invalid request: {first['field']}: {first['problem']}",
-                errors=problems,
-            )
-        )
+        return error_response(invalid_request(exc))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error in the orchestrator ingress")
-        return _error(RampartError(ErrorCode.INTERNAL, "internal error in the orchestrator; see its logs"))
+        return error_response(
+            RampartError(ErrorCode.INTERNAL, "internal error in the orchestrator; see its logs")
+        )
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -1,0 +1,36 @@
+"""Bad HTTP input reads the same from every app: 400, the first problem named, each field listed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.exceptions import RequestValidationError
+
+from services.common.errors import ErrorCode
+from services.common.http_errors import MAX_PROBLEMS, error_response, invalid_request
+
+pytestmark = pytest.mark.unit
+
+
+def test_invalid_request_names_the_first_field_and_lists_all() -> None:
+    exc = RequestValidationError(
+        [
+            {"loc": ("body", "query"), "msg": "Field required", "type": "missing"},
+            {"loc": ("body", "top_k"), "msg": "Input should be less than 101", "type": "less_than"},
+        ]
+    )
+    err = invalid_request(exc)
+    assert err.code is ErrorCode.INVALID_ARGUMENT
+    assert err.message == "invalid request: body.query: Field required"
+    response = error_response(err)
+    assert response.status_code == 400
+    body = json.loads(bytes(response.body))
+    assert [e["field"] for e in body["details"]["errors"]] == ["body.query", "body.top_k"]
+    assert body["details"]["errors"][1]["type"] == "less_than"
+
+
+def test_invalid_request_is_bounded_and_never_empty() -> None:
+    many = [{"loc": ("body", f"f{i}"), "msg": "bad", "type": "x"} for i in range(50)]
+    assert len(invalid_request(RequestValidationError(many)).details["errors"]) == MAX_PROBLEMS
+    assert invalid_request(RequestValidationError([])).message == "invalid request: body: invalid"
