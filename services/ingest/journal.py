@@ -18,18 +18,19 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.sqlite_tx import immediate_transaction
 from services.common.types import Document
 from services.ingest.service import IngestResult
 
@@ -107,16 +108,8 @@ class IngestJournal:
             )
         return cls(db, path, max_batches=max_batches, max_bytes=max_bytes, keep_done_s=keep_done_s)
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return immediate_transaction(self._db, self._lock)
 
     def append(self, docs: Sequence[Document], trace: Mapping[str, str] | None = None) -> int:
         """Persist a batch; returns its id once the commit is on disk. Refuses past the bounds.

@@ -7,18 +7,19 @@ gives atomic commits, and :meth:`EmbeddedIndex.open` reconciles the derived inde
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from services.common.sqlite_tx import immediate_transaction
 from services.common.types import Acl, Chunk, DocumentState, DocumentStatus, SearchFilters
 
 SCHEMA = """
@@ -105,16 +106,8 @@ class DocStore:
         with self._lock:
             self._db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return immediate_transaction(self._db, self._lock)
 
     # ---- documents -------------------------------------------------------------------------
     def get_status(self, tenant: str, doc_id: str) -> DocumentStatus | None:
