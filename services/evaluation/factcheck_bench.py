@@ -196,7 +196,8 @@ def build_checks(count: int, passages: int, *, seed: int, tag: str) -> list[Chec
 
 
 def with_vectors(checks: Sequence[Check], embedder: Embedder) -> list[Check]:
-    """``checks`` with each passage's embedding attached (what the index stores for a chunk)."""
+    """``checks`` with each passage's embedding attached, standing in for the vector the index stores
+    for a chunk (which also embeds the chunk's header: the same size, so the same wire cost)."""
     out = []
     for check in checks:
         vectors = embedder.embed([i.text for i in check.items])
