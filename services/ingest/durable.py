@@ -4,8 +4,9 @@
 through :meth:`IngestService.ingest` (idempotent by ``(id, version)``, failure-safe per document) and
 marks it done. A crash anywhere after ``submit`` returned loses nothing: :meth:`start` replays the
 queued batches first, and re-running a half-processed batch reports its finished documents
-``unchanged``. A batch whose index is unreachable (``ingest`` raises as a whole) is retried with
-backoff for ``retry_max_s``, then its documents are reported failed with the reason. Deletes go through
+``unchanged``. A batch whose index is unreachable (``ingest`` raises, its index write included: the
+worker asks it to) is retried with backoff for ``retry_max_s``, then its documents are reported failed
+with the reason. Deletes go through
 the same queue, so a delete is never overtaken by a batch accepted before it.
 
 Usage::
@@ -25,7 +26,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from opentelemetry import context as otel_context
 from tenacity import (
@@ -40,18 +41,10 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.otel import context_from, trace_headers
 from services.common.tracing import stage_span
 from services.common.types import Document, DocumentState, DocumentStatus
-from services.ingest.journal import IngestJournal
+from services.ingest.journal import IngestJournal, JournaledBatch
 from services.ingest.service import IngestResult, IngestService, Outcome
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Batch:
-    id: int
-    documents: list[Document]
-    submitted_at: float
-    trace: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,6 +55,8 @@ class _Delete:
 
 
 _STOP = object()
+# How long a delete that started just as its caller's wait ran out may still take before it answers.
+DELETE_GRACE_S = 1.0
 
 
 class DurableIngest:
@@ -96,8 +91,7 @@ class DurableIngest:
             return
         with self._submit_lock:  # in journal order, including batches submitted before start()
             replay = self.journal.pending()
-            for b in replay:
-                batch = _Batch(b.id, b.documents, b.created_at, b.trace)
+            for batch in replay:
                 self._register(batch)
                 self._queue.put(batch)
             self._started = True  # only now may deletes queue: they go after the replayed batches
@@ -129,7 +123,7 @@ class DurableIngest:
         with self._submit_lock:
             trace = trace_headers()  # processing continues this request's trace, on the worker
             batch_id = self.journal.append(docs, trace)
-            batch = _Batch(batch_id, list(docs), time.time(), trace)
+            batch = JournaledBatch(batch_id, time.time(), list(docs), trace)
             self._register(batch)
             if self._started:  # else start() queues it, in journal order with the replayed ones
                 self._queue.put(batch)
@@ -188,7 +182,14 @@ class DurableIngest:
                     f"delete of {doc_id!r} waited {timeout_s:.1f}s behind queued ingest batches and was "
                     "withdrawn (not applied); retry it",
                 ) from None
-            return fut.result(timeout=timeout_s)  # it started just now: its result follows shortly
+            try:
+                return fut.result(timeout=DELETE_GRACE_S)  # it started just now: its result follows shortly
+            except FutureTimeout:
+                raise RampartError(
+                    ErrorCode.DEADLINE_EXCEEDED,
+                    f"delete of {doc_id!r} started after waiting {timeout_s:.1f}s and is still running; "
+                    "check the document's status before retrying",
+                ) from None
 
     def status(self, tenant: str, doc_id: str) -> DocumentStatus | None:
         """The index's status, except that a journaled-but-unprocessed version reports ``pending``."""
@@ -208,18 +209,13 @@ class DurableIngest:
             updated_at=submitted_at,
         )
 
-    def queued(self) -> int:
-        """Batches accepted and not yet processed."""
-        with self._lock:
-            return len(self._futures)
-
     # ---- worker ----
-    def _register(self, batch: _Batch) -> None:
+    def _register(self, batch: JournaledBatch) -> None:
         """Its future (kept if submitted before start) and its documents' pending status."""
         with self._lock:
             self._futures.setdefault(batch.id, Future())
             for d in batch.documents:
-                self._pending.setdefault((d.tenant, d.id), {})[batch.id] = (d.version, batch.submitted_at)
+                self._pending.setdefault((d.tenant, d.id), {})[batch.id] = (d.version, batch.created_at)
 
     def _run(self) -> None:
         while True:
@@ -232,10 +228,10 @@ class DurableIngest:
                         item.future.set_result(self.service.delete(item.tenant, item.doc_id))
                     except Exception as exc:
                         item.future.set_exception(exc)
-            elif isinstance(item, _Batch):
+            elif isinstance(item, JournaledBatch):
                 self._process(item)
 
-    def _process(self, batch: _Batch) -> None:
+    def _process(self, batch: JournaledBatch) -> None:
         if self.process_delay_s and self._closed.wait(self.process_delay_s):
             return  # closing: the batch stays queued in the journal
         token = otel_context.attach(context_from(batch.trace))
@@ -245,15 +241,15 @@ class DurableIngest:
         finally:
             otel_context.detach(token)
 
-    def _finish(self, batch: _Batch) -> None:
+    def _finish(self, batch: JournaledBatch) -> None:
         results = self._ingest_with_retry(batch)
         if results is None:  # closing mid-retry: the batch stays queued in the journal
             return
         try:
             self.journal.mark_done(batch.id, results)
-        except Exception:  # e.g. closed under a slow batch at shutdown: it is replayed (unchanged)
+        except Exception:  # the batch stays queued in the journal: the next start replays it (unchanged)
             log.exception("could not mark ingest batch done", extra={"batch_id": batch.id})
-            return
+        # the index has the results either way: answer the waiters and stop reporting them pending
         with self._lock:
             fut = self._futures.pop(batch.id, None)
             for d in batch.documents:
@@ -265,7 +261,7 @@ class DurableIngest:
         if fut is not None and fut.set_running_or_notify_cancel():
             fut.set_result(results)
 
-    def _ingest_with_retry(self, batch: _Batch) -> list[IngestResult] | None:
+    def _ingest_with_retry(self, batch: JournaledBatch) -> list[IngestResult] | None:
         """Retry the whole batch while it raises (index unreachable): safe, ingest is idempotent."""
         retrying = Retrying(
             stop=stop_after_delay(self.retry_max_s),
@@ -282,7 +278,7 @@ class DurableIngest:
             sleep=self._sleep,
         )
         try:
-            return retrying(self.service.ingest, batch.documents)
+            return retrying(self.service.ingest, batch.documents, raise_unavailable=True)
         except RetryError as exc:
             last = exc.last_attempt.exception()
             reason = last.message if isinstance(last, RampartError) else f"{type(last).__name__}: {last}"

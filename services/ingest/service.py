@@ -29,6 +29,8 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.index import SearchIndex
 
 log = logging.getLogger(__name__)
+# Index write failures a retry may cure (the index restarting, a write past its deadline).
+TRANSIENT_WRITE = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.DEADLINE_EXCEEDED})
 
 
 class Outcome(StrEnum):
@@ -89,11 +91,19 @@ class IngestService:
         )
 
     def ingest(
-        self, docs: Sequence[Document], *, on_done: Callable[[IngestResult], None] | None = None
+        self,
+        docs: Sequence[Document],
+        *,
+        on_done: Callable[[IngestResult], None] | None = None,
+        raise_unavailable: bool = False,
     ) -> list[IngestResult]:
-        """Index a batch; returns one result per input document, in order."""
+        """Index a batch; returns one result per input document, in order.
+
+        An index write that fails as UNAVAILABLE or DEADLINE_EXCEEDED marks the documents failed,
+        unless ``raise_unavailable``: then it raises, for a caller that retries the batch (durable
+        ingest: the journal keeps it, and re-running it is idempotent)."""
         with self._lock:
-            return self._ingest(docs, on_done)
+            return self._ingest(docs, on_done, raise_unavailable)
 
     def delete(self, tenant: str, doc_id: str) -> bool:
         """Remove a document; ordered with ingest batches so a delete is never undone by one in flight."""
@@ -101,7 +111,10 @@ class IngestService:
             return self.index.delete(tenant, doc_id)
 
     def _ingest(
-        self, docs: Sequence[Document], on_done: Callable[[IngestResult], None] | None
+        self,
+        docs: Sequence[Document],
+        on_done: Callable[[IngestResult], None] | None,
+        raise_unavailable: bool,
     ) -> list[IngestResult]:
         started = time.perf_counter()
         results: dict[int, IngestResult] = {}
@@ -151,6 +164,8 @@ class IngestService:
                         id=doc.id, version=doc.version, outcome=Outcome.INDEXED, chunks=len(chunks)
                     )
             except Exception as exc:
+                if raise_unavailable and isinstance(exc, RampartError) and exc.code in TRANSIENT_WRITE:
+                    raise
                 log.exception("index write failed", extra={"documents": len(writes)})
                 reason = exc.message if isinstance(exc, RampartError) else f"{type(exc).__name__}: {exc}"
                 for i, doc, _, _ in writes:

@@ -200,3 +200,41 @@ def test_batches_accepted_before_start_run_after_the_replay_in_journal_order(
         assert d.status("acme", "o").version == 2  # type: ignore[union-attr]
     finally:
         d.close()
+
+
+class WriteFailsTwice:
+    """The real index, whose first two writes fail as a restarting remote index's would (the rest of
+    the index answers): fault injection around the real thing."""
+
+    def __init__(self, index: SearchIndex) -> None:
+        self._index = index
+        self.failed = 0
+
+    def write(self, *args: object, **kwargs: object) -> object:
+        if self.failed < 2:
+            self.failed += 1
+            raise RampartError(ErrorCode.UNAVAILABLE, "retrieval service restarting")
+        return self._index.write(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._index, name)
+
+
+def test_a_failed_index_write_is_retried_not_reported_failed(
+    settings: RampartSettings, index: SearchIndex, embedder: Embedder
+) -> None:
+    """Durable ingest retries a batch whose index *write* failed transiently (the rest of the index
+    answered); the same failure through plain IngestService marks the documents failed."""
+    flaky = WriteFailsTwice(index)
+    d = durable(settings, flaky, embedder, retry_max_s=30.0)  # type: ignore[arg-type]
+    try:
+        results = d.ingest([doc("w", "Visitors sign in at the front desk and wear a badge.")], 60)
+        assert flaky.failed == 2
+        assert results[0].outcome is Outcome.INDEXED
+        status = index.status("acme", "w")
+        assert status is not None and status.state is DocumentState.INDEXED
+    finally:
+        d.close()
+    plain = IngestService.from_settings(WriteFailsTwice(index), embedder, settings)  # type: ignore[arg-type]
+    failed = plain.ingest([doc("w2", "Visitors return their badge when they leave.")])
+    assert failed[0].outcome is Outcome.FAILED and failed[0].code == ErrorCode.UNAVAILABLE.value
