@@ -30,7 +30,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -100,6 +100,9 @@ async def _abort(context: grpc.aio.ServicerContext, exc: BaseException, method: 
     await context.abort(code, message, trailing_metadata=((STATUS_DETAILS_KEY, status),))
 
 
+RAMPART_METHODS = "/rampart."  # full method names of the services in proto/rampart
+
+
 class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Maps exceptions to statuses (see the module doc), publishes the caller's deadline, and counts
     each unary RPC by outcome code (``rampart_requests_total{service,method,code}``) with its latency."""
@@ -113,29 +116,13 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        if handler is None:
-            return None
         method: str = details.method
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, method, self.service),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                self._unary(handler.stream_unary, method, self.service),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return grpc.stream_stream_rpc_method_handler(
-            self._stream(handler.stream_stream, method),
+        # Rampart's own RPCs only (all unary): health (whose Watch streams from a coroutine) and
+        # reflection are the gRPC library's, with their own statuses, and would skew the RPC metrics.
+        if handler is None or not method.startswith(RAMPART_METHODS) or not handler.unary_unary:
+            return handler
+        return grpc.unary_unary_rpc_method_handler(
+            self._unary(handler.unary_unary, method, self.service),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
@@ -153,25 +140,14 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             except grpc.aio.AbortError:
                 code = "aborted"
                 raise
+            except asyncio.CancelledError:  # the caller cancelled or its deadline passed
+                code = ErrorCode.DEADLINE_EXCEEDED.value
+                raise
             except Exception as exc:
                 code = exc.code.value if isinstance(exc, RampartError) else ErrorCode.INTERNAL.value
                 await _abort(context, exc, method)
             finally:
                 record_request(service, name, code, time.perf_counter() - started)
-
-        return wrapped
-
-    @staticmethod
-    def _stream(behavior: Callable[..., Any], method: str) -> Callable[..., AsyncIterator[Any]]:
-        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            _deadline.set(_absolute(context.time_remaining()))
-            try:
-                async for item in behavior(request, context):
-                    yield item
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:
-                await _abort(context, exc, method)
 
         return wrapped
 
@@ -244,14 +220,15 @@ class GrpcServer:
         for full_name in ["", *self.service_names]:
             await self._health.set(full_name, health_pb2.HealthCheckResponse.NOT_SERVING)
         address = f"{self.settings.host}:{self.settings.port}"
-        port = int(server.add_insecure_port(address))
-        if port == 0:
+        try:
+            port = int(server.add_insecure_port(address))
+        except RuntimeError as exc:  # grpc raises when it cannot bind (it never returns port 0)
             raise RampartError(
                 ErrorCode.UNAVAILABLE,
-                f"cannot bind the {self.name} gRPC server to {address}; is the port in use? "
+                f"cannot bind the {self.name} gRPC server to {address} ({exc}); is the port in use? "
                 f"set another port in its settings",
                 address=address,
-            )
+            ) from exc
         await server.start()
         self._server, self.port = server, port
         log.info("%s gRPC server listening on %s:%d", self.name, self.settings.host, port)

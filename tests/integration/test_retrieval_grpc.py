@@ -207,6 +207,9 @@ def test_health_and_reflection(served: Served) -> None:
     with pytest.raises(grpc.RpcError) as err:
         health.Check(health_pb2.HealthCheckRequest(service="rampart.nope.v1.Nope"), timeout=5)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=5)  # a streaming RPC
+    assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
     replies = stub.ServerReflectionInfo(
         iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
