@@ -41,18 +41,22 @@ from tenacity import (
 
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.grpc_server import ERROR_DOMAIN, remaining_s
+from services.common.settings import GrpcServerSettings
 
 R = TypeVar("R")
 
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES: int = GrpcServerSettings.model_fields[
+    "max_message_bytes"
+].default  # the servers' default
+KEEPALIVE_MS = 30_000  # ping an idle connection so a dead peer is noticed before the next call
+ATTEMPTS = 3  # idempotent calls: tries on UNAVAILABLE, within the call's deadline
+BACKOFF_S = 0.05  # first wait between them (exponential, at most 1 s)
 _BY_GRPC_NAME: dict[str, ErrorCode] = {}
 for _code, _name in GRPC_STATUS.items():
     _BY_GRPC_NAME.setdefault(_name, _code)
 
 
-def open_channel(
-    address: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, keepalive_s: float = 30.0
-) -> grpc.Channel:
+def open_channel(address: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> grpc.Channel:
     """An insecure channel to ``address`` (host:port); connects lazily on the first call."""
     if not address or ":" not in address:
         raise RampartError(
@@ -66,7 +70,7 @@ def open_channel(
         options=[
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
+            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
             ("grpc.keepalive_timeout_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
@@ -135,14 +139,10 @@ class Caller:
         address: str,
         *,
         deadline_ms: int,
-        attempts: int = 3,
-        backoff_s: float = 0.05,
     ) -> None:
         self.channel = channel
         self.address = address
         self.deadline_ms = deadline_ms
-        self.attempts = attempts
-        self.backoff_s = backoff_s
 
     def timeout_s(self, deadline_ms: int | None = None) -> float:
         """This call's timeout: the configured one, capped by the propagated remaining deadline."""
@@ -176,8 +176,8 @@ class Caller:
 
         retrying = Retrying(
             retry=retry_if_exception(_unavailable) if idempotent else retry_never,
-            stop=stop_any(stop_after_attempt(self.attempts if idempotent else 1), stop_after_delay(timeout)),
-            wait=wait_exponential(multiplier=self.backoff_s, max=1.0),
+            stop=stop_any(stop_after_attempt(ATTEMPTS if idempotent else 1), stop_after_delay(timeout)),
+            wait=wait_exponential(multiplier=BACKOFF_S, max=1.0),
             reraise=True,
         )
         try:
@@ -200,20 +200,3 @@ def check_ready(channel: grpc.Channel, service: str = "", *, timeout_s: float = 
     except grpc.RpcError:
         return False
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-def wait_ready(channel: grpc.Channel, address: str, service: str = "", *, timeout_s: float = 30.0) -> None:
-    """Block until ``service`` is SERVING; ``UNAVAILABLE`` naming ``address`` after ``timeout_s``."""
-    end = time.monotonic() + timeout_s
-    while True:
-        if check_ready(channel, service, timeout_s=min(1.0, max(0.05, end - time.monotonic()))):
-            return
-        if time.monotonic() >= end:
-            raise RampartError(
-                ErrorCode.UNAVAILABLE,
-                f"gRPC service {service or '(server)'} at {address} not SERVING after {timeout_s:.0f}s; "
-                "is it running, and did its dependencies load?",
-                address=address,
-                service=service,
-            )
-        time.sleep(0.1)

@@ -50,16 +50,14 @@ def run_service(
     logged when it cannot start (a bad setting, a taken port, a missing dependency)."""
     settings = RampartSettings()
     configure_logging(settings.log_level, settings.log_format)
+    stop: Callable[[], None] | None = None
     try:
         stop = start_service_telemetry(service, server(settings))
-    except RampartError as exc:
-        log.error("%s service cannot start: %s", service, exc.message, extra={"details": exc.details})
-        return 2
-    try:
         asyncio.run(serve(settings))
     except RampartError as exc:
-        log.error("%s service cannot start: %s", service, exc.message, extra={"details": exc.details})
+        log.error("%s service stopped: %s", service, exc.message, extra={"details": exc.details})
         return 2
     finally:
-        stop()
+        if stop is not None:
+            stop()
     return 0

@@ -365,7 +365,7 @@ def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
         ranks={r.retriever: (r.rank if r.HasField("rank") else None) for r in m.ranks},
         fused=m.fused,
         judgement=judgement_from_pb(m.judgement) if m.HasField("judgement") else None,
-        vector=[float(x) for x in vector_from_bytes(m.vector)] if m.HasField("vector") else None,
+        vector=vector_from_bytes(m.vector).tolist() if m.HasField("vector") else None,
     )
 
 
@@ -388,11 +388,23 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
     return m
 
 
+MAX_TOP_K = 1000
+MAX_CANDIDATES = 2000  # per retriever, as FusionOptions.candidates (HTTP) and FusionSettings.candidates
+
+
 def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Principal, SearchParams]:
-    """``(query, principal, params)``; out-of-range numbers are INVALID_ARGUMENT naming the value."""
-    for name, value, low in (("top_k", m.top_k, 1), ("candidates", m.candidates, 1), ("rrf_k", m.rrf_k, 1)):
-        if value < low:
-            raise invalid(f"{name} = {value} must be >= {low}", field=name, value=value)
+    """``(query, principal, params)``; a missing principal or an out-of-range number is
+    INVALID_ARGUMENT naming the value (bounds as the HTTP API's and FusionSettings')."""
+    if not m.HasField("principal"):
+        raise invalid("principal is required: every search is evaluated as a caller", field="principal")
+    for name, value, low, high in (
+        ("top_k", m.top_k, 1, MAX_TOP_K),
+        ("candidates", m.candidates, 1, MAX_CANDIDATES),
+        ("rrf_k", m.rrf_k, 1, None),
+    ):
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"within {low}..{high}"
+            raise invalid(f"{name} = {value} must be {bound}", field=name, value=value)
     for name, weight in m.weights.items():
         if not np.isfinite(weight) or weight < 0:
             raise invalid(

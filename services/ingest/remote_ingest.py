@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rampart.common.v1 import types_pb2
 from rampart.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 
 from services.common.errors import ErrorCode, RampartError
@@ -23,7 +24,7 @@ from services.common.grpc_client import Caller, check_ready, open_channel
 from services.common.settings import RampartSettings
 from services.common.types import Document, DocumentStatus
 from services.common.wire import document_to_pb, status_from_pb
-from services.ingest.service import IngestResult
+from services.ingest.service import IngestResult, Outcome
 from services.ingest.wire import result_from_pb
 
 SERVICE = "rampart.ingest.v1.IngestService"
@@ -56,20 +57,43 @@ class RemoteIngest:
         )
 
     def ingest(self, docs: Sequence[Document]) -> list[IngestResult]:
-        """Send the batch and wait for its results (durable once the service accepted it)."""
-        reply = self._caller.call(
-            self._stub.Ingest,
-            ingest_pb2.IngestRequest(documents=[document_to_pb(d) for d in docs]),
-            idempotent=True,
-            deadline_ms=self.ingest_deadline_ms,
-        )
-        return [result_from_pb(r) for r in reply.results]
+        """Send the batch and wait for its results (durable once the service accepted it). A document
+        whose content cannot travel (bad base64) is rejected here, alone, as the in-process service
+        rejects it; the others go."""
+        results: dict[int, IngestResult] = {}
+        sendable: list[tuple[int, types_pb2.Document]] = []
+        for i, d in enumerate(docs):
+            try:
+                sendable.append((i, document_to_pb(d)))
+            except ValueError as exc:
+                results[i] = IngestResult(
+                    id=d.id,
+                    version=d.version,
+                    outcome=Outcome.REJECTED,
+                    error=str(exc),
+                    code=ErrorCode.INVALID_ARGUMENT.value,
+                )
+        if sendable:
+            reply = self._caller.call(
+                self._stub.Ingest,
+                ingest_pb2.IngestRequest(documents=[m for _, m in sendable]),
+                idempotent=True,
+                deadline_ms=self.ingest_deadline_ms,
+            )
+            for (i, _), r in zip(sendable, reply.results, strict=True):
+                results[i] = result_from_pb(r)
+        return [results[i] for i in range(len(docs))]
 
     def submit(self, docs: Sequence[Document]) -> int:
-        """Send the batch and return as soon as it is journaled (its id); poll :meth:`status` after."""
+        """Send the batch and return as soon as it is journaled (its id); poll :meth:`status` after.
+        A document whose content cannot travel (bad base64) refuses the whole batch, naming it."""
+        try:
+            documents = [document_to_pb(d) for d in docs]
+        except ValueError as exc:
+            raise RampartError(ErrorCode.INVALID_ARGUMENT, f"{exc}; nothing was queued") from exc
         reply = self._caller.call(
             self._stub.Ingest,
-            ingest_pb2.IngestRequest(documents=[document_to_pb(d) for d in docs], queue_only=True),
+            ingest_pb2.IngestRequest(documents=documents, queue_only=True),
             idempotent=True,
             deadline_ms=self.ingest_deadline_ms,
         )

@@ -125,7 +125,9 @@ async def serve(settings: RampartSettings) -> None:
 
     address = retrieval_address(settings)  # fail before loading anything
     embedder = build_embedder(settings)
-    index = RemoteIndex.connect(address, settings.remote)
+    index = RemoteIndex.connect(
+        address, settings.remote, max_message_bytes=settings.retrieval_service.max_message_bytes
+    )
     try:
         app = IngestApp(settings, index, embedder)
     except BaseException:

@@ -217,17 +217,19 @@ class PipelineService:
     def check_health(self) -> None:
         """Raise ``RampartError(UNAVAILABLE)`` when a stage this process owns is broken.
 
-        A closed or corrupt index and a failed in-process model mean this replica cannot serve, and a
-        restart (what Serve does on failure) can fix it. Remote backends (Triton, Celery) being down is
-        not a replica fault: search degrades, flagged, as DESIGN §8 says, and ``readiness`` reports it.
+        A closed or corrupt local index and a failed in-process model mean this replica cannot serve,
+        and a restart (what Serve does on failure) can fix it. Remote backends (the retrieval service,
+        Triton, Celery) being down is not a replica fault: restarting replicas would not bring them
+        back; search degrades or fails clearly (DESIGN §8) and ``readiness`` reports it.
         """
-        try:
-            self.runtime.index.stats()
-        except Exception as exc:
-            raise RampartError(
-                ErrorCode.UNAVAILABLE, f"index is not usable ({exc}); restart the replica", stage="index"
-            ) from exc
         s = self.settings
+        if not s.remote.retrieval_address:
+            try:
+                self.runtime.index.stats()
+            except Exception as exc:
+                raise RampartError(
+                    ErrorCode.UNAVAILABLE, f"index is not usable ({exc}); restart the replica", stage="index"
+                ) from exc
         if self.runtime.reranker is not None and s.rerank.backend == "onnx":
             _stage_ready("rerank", self.runtime.reranker.check_ready)
         if self.runtime.fact_checker is not None and s.factcheck.backend == "inprocess":

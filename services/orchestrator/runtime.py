@@ -83,7 +83,8 @@ class Runtime:
                 "embedder": embedder.model_id,
                 "reranker": reranker.model_id if reranker else None,
                 "fact_checker": checker.model_id if checker else None,
-                **index.stats(),
+                # a remote index is not asked here: the orchestrator may start before the service
+                **(index.stats() if not settings.remote.retrieval_address else {"index": "remote"}),
             },
         )
         return cls(settings, embedder, index, ingest, search, reranker, owns, checker)
@@ -94,9 +95,7 @@ class Runtime:
         if self.fact_checker is not None:
             self.fact_checker.close()
         self.index.close()
-        close = getattr(self.search.retriever, "close", None)  # a remote retriever's channel
-        if close is not None:
-            close()
+        self.search.retriever.close()
         if self.reranker is not None and self.owns_reranker:
             self.reranker.close()
 
@@ -110,4 +109,8 @@ def _retrieval(settings: RampartSettings, embedder: Embedder) -> tuple[SearchInd
     from services.retrieval.remote_index import RemoteIndex
     from services.retrieval.remote_retriever import RemoteRetriever
 
-    return RemoteIndex.connect(address, settings.remote), RemoteRetriever.connect(address, settings.remote)
+    size = settings.retrieval_service.max_message_bytes
+    return (
+        RemoteIndex.connect(address, settings.remote, max_message_bytes=size),
+        RemoteRetriever.connect(address, settings.remote, max_message_bytes=size),
+    )

@@ -81,6 +81,9 @@ class HybridRetriever:
         self.index = index
         self.embedder = embedder
 
+    def close(self) -> None:
+        """Nothing of its own to release: the index belongs to whoever opened it."""
+
     def stats(self) -> dict[str, int]:
         return self.index.stats()
 

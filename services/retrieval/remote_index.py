@@ -16,7 +16,7 @@ import numpy.typing as npt
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
 
 from services.common import wire
-from services.common.grpc_client import Caller, check_ready, open_channel
+from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
 from services.common.settings import RemoteSettings
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.doc_store import DocumentWrite
@@ -39,14 +39,17 @@ class RemoteIndex:
         self._dim: int | None = None
 
     @classmethod
-    def connect(cls, address: str, settings: RemoteSettings) -> RemoteIndex:
+    def connect(
+        cls, address: str, settings: RemoteSettings, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    ) -> RemoteIndex:
         """A client of the retrieval service at ``address`` (lazy: no network until the first call).
 
         Writes get ``settings.ingest_deadline_ms`` (a batch of documents), everything else
-        ``settings.deadline_ms``.
+        ``settings.deadline_ms``; ``max_message_bytes`` should be the server's
+        (``retrieval_service.max_message_bytes``).
         """
         return cls(
-            open_channel(address),
+            open_channel(address, max_message_bytes=max_message_bytes),
             address,
             deadline_ms=settings.deadline_ms,
             write_deadline_ms=settings.ingest_deadline_ms,
@@ -73,8 +76,9 @@ class RemoteIndex:
         self._caller.call(self._stub.Write, request, idempotent=True, deadline_ms=self._write_deadline_ms)
 
     def delete(self, tenant: str, doc_id: str) -> bool:
+        # Not retried: its answer is not idempotent (a retry after a lost reply says "not found").
         reply = self._caller.call(
-            self._stub.Delete, index_pb2.DeleteRequest(tenant=tenant, doc_id=doc_id), idempotent=True
+            self._stub.Delete, index_pb2.DeleteRequest(tenant=tenant, doc_id=doc_id), idempotent=False
         )
         return bool(reply.deleted)
 

@@ -12,7 +12,7 @@ import grpc
 from rampart.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 
 from services.common import wire
-from services.common.grpc_client import Caller, check_ready, open_channel
+from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
 from services.common.settings import RemoteSettings
 from services.common.types import Principal
 from services.retrieval.hybrid import SearchOutcome, SearchParams
@@ -28,9 +28,16 @@ class RemoteRetriever:
         self._caller = Caller(channel, address, deadline_ms=deadline_ms)
 
     @classmethod
-    def connect(cls, address: str, settings: RemoteSettings) -> RemoteRetriever:
-        """A client of the retrieval service at ``address``; each search gets ``settings.deadline_ms``."""
-        return cls(open_channel(address), address, deadline_ms=settings.deadline_ms)
+    def connect(
+        cls, address: str, settings: RemoteSettings, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    ) -> RemoteRetriever:
+        """A client of the retrieval service at ``address``; each search gets ``settings.deadline_ms``;
+        ``max_message_bytes`` should be the server's (``retrieval_service.max_message_bytes``)."""
+        return cls(
+            open_channel(address, max_message_bytes=max_message_bytes),
+            address,
+            deadline_ms=settings.deadline_ms,
+        )
 
     def search(self, query: str, principal: Principal, params: SearchParams) -> SearchOutcome:
         request = wire.search_request_to_pb(query, principal, params)

@@ -12,12 +12,8 @@ import grpc
 from rampart.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 
 from services.common import wire
-from services.common.errors import invalid
 from services.common.grpc_server import run_blocking
 from services.retrieval.retriever import Retriever
-
-MAX_TOP_K = 1000
-MAX_CANDIDATES = 10_000
 
 
 class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
@@ -28,16 +24,6 @@ class RetrievalServicer(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def Search(
         self, request: retrieval_pb2.SearchRequest, context: grpc.aio.ServicerContext
     ) -> retrieval_pb2.SearchResponse:
-        if not request.HasField("principal"):
-            raise invalid("principal is required: every search is evaluated as a caller", field="principal")
-        if request.top_k > MAX_TOP_K:
-            raise invalid(f"top_k = {request.top_k} is above {MAX_TOP_K}", field="top_k", value=request.top_k)
-        if request.candidates > MAX_CANDIDATES:
-            raise invalid(
-                f"candidates = {request.candidates} is above {MAX_CANDIDATES}",
-                field="candidates",
-                value=request.candidates,
-            )
         query, principal, params = wire.search_request_from_pb(request)
         outcome = await run_blocking(self.executor, self.retriever.search, query, principal, params)
         return wire.outcome_to_pb(outcome)

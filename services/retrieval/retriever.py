@@ -23,3 +23,7 @@ class Retriever(Protocol):
     def stats(self) -> dict[str, int]:
         """Index counts (documents, chunks, …) for readiness and ``/readyz``."""
         ...
+
+    def close(self) -> None:
+        """Release what the retriever holds itself (a remote one's channel; the index is closed by its owner)."""
+        ...

@@ -34,7 +34,7 @@ class RetrievalApp:
     """The gRPC server over ``index`` (and, with an ``embedder``, hybrid search over it).
 
     Index calls block, so they run on a thread pool bounded by ``max_concurrent_rpcs`` (at most
-    :data:`MAX_WORKERS`). ``owns_index``: close the index once the server has drained.
+    :data:`MAX_WORKERS`). The index is closed once the server has drained.
     """
 
     def __init__(
@@ -42,8 +42,6 @@ class RetrievalApp:
         settings: GrpcServerSettings,
         index: SearchIndex,
         embedder: Embedder | None,
-        *,
-        owns_index: bool = True,
     ) -> None:
         self.index = index
         self.executor = ThreadPoolExecutor(
@@ -62,8 +60,7 @@ class RetrievalApp:
                 RETRIEVAL_SERVICE,
             )
         self.server.on_stop(self.executor.shutdown)
-        if owns_index:
-            self.server.on_stop(index.close)
+        self.server.on_stop(index.close)
 
     async def start(self) -> int:
         """Bind, start, and report SERVING (dependencies were built before); returns the port."""

@@ -108,13 +108,16 @@ def test_per_document_failures_keep_their_reason(ingestor: Ingestor, request: py
     )
     huge = doc(f"huge-{tag}", "word " * (MAX_DOCUMENT_BYTES // 4))
     repeated = doc(f"ok-{tag}", LEAVE)
-    results = ingestor.ingest([good, broken, huge, repeated])
+    not_base64 = Document(id=f"b64-{tag}", tenant="acme", acl=Acl(users=["ann"]), content_base64="%%%")
+    results = ingestor.ingest([good, broken, huge, repeated, not_base64])
     assert [r.outcome for r in results] == [
         Outcome.INDEXED,
         Outcome.FAILED,
         Outcome.REJECTED,
         Outcome.REJECTED,
+        Outcome.REJECTED,
     ]
+    assert results[4].code == ErrorCode.INVALID_ARGUMENT.value and "base64" in (results[4].error or "")
     assert results[1].error and results[1].code
     assert results[2].code == ErrorCode.PAYLOAD_TOO_LARGE.value
     assert "MAX_DOCUMENT_BYTES" in (results[2].error or "")
