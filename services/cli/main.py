@@ -118,26 +118,16 @@ def serve(
     of the distributed stack when remote.orchestrator_url is set (docs/stack.md)."""
     import uvicorn
 
-    from services.common.otel import (
-        configure_tracing,
-        flush_tracing,
-        instrument_celery,
-        instrument_grpc_client,
-        instrument_redis,
-    )
+    from services.common.otel import flush_tracing, start_client_tracing
     from services.gateway.api_keys import ApiKeyStore
     from services.gateway.app import create_app
     from services.gateway.backends import GatewayBackends
     from services.orchestrator.runtime import Runtime
 
     settings = load_settings()
-    # before any client exists: the instrumentors patch the gRPC/Celery/Redis factories
-    configure_tracing("rampart-gateway")
-    instrument_grpc_client()
-    instrument_celery()
-    instrument_redis()
     runtime: Runtime | None = None
     try:
+        start_client_tracing("rampart-gateway")  # before any client exists (a bad OTEL_* is an error)
         if settings.remote.orchestrator_url:
             backends = GatewayBackends.remote(settings)
             shown = (

@@ -10,9 +10,7 @@ creating metrics of their own, so names and labels stay one list. Label values c
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -57,16 +55,6 @@ VERDICTS = Counter("rampart_factcheck_verdicts_total", "Fact-check verdicts by c
 def observe_stage(stage: str, seconds: float) -> None:
     """Record one run of ``stage`` (``retrieve``, ``rerank``, ``factcheck``, …)."""
     STAGE_SECONDS.labels(stage=stage).observe(seconds)
-
-
-@contextmanager
-def timed_stage(stage: str) -> Iterator[None]:
-    """``with timed_stage("retrieve"): …`` records the block's duration, also when it raises."""
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        observe_stage(stage, time.perf_counter() - started)
 
 
 def record_request(service: str, method: str, code: str, seconds: float | None = None) -> None:

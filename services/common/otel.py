@@ -16,7 +16,6 @@ to the caller and to put in the logs.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 from collections.abc import Mapping
@@ -57,11 +56,29 @@ def configure_tracing(service_name: str) -> TracerProvider:
     for name, exporter in _exporters().items():
         provider.add_span_processor(BatchSpanProcessor(exporter()))
         log.info("tracing: exporting spans", extra={"exporter": name, "service": service_name})
-    trace.set_tracer_provider(provider)
-    if trace.get_tracer_provider() is not provider:  # another provider won a race: use that one
-        provider.shutdown()
-        return configure_tracing(service_name)
-    atexit.register(provider.shutdown)  # flushes what the batch processors still hold
+    trace.set_tracer_provider(provider)  # the SDK provider flushes at exit (shutdown_on_exit)
+    winner = trace.get_tracer_provider()
+    if winner is provider:
+        return provider
+    # another thread set one first, or OTEL_PYTHON_TRACER_PROVIDER named another: keep that one
+    provider.shutdown()
+    if isinstance(winner, TracerProvider):
+        return winner
+    raise RampartError(
+        ErrorCode.FAILED_PRECONDITION,
+        f"a non-SDK tracer provider ({type(winner).__name__}) is already set; unset "
+        "OTEL_PYTHON_TRACER_PROVIDER so Rampart can export spans",
+    )
+
+
+def start_client_tracing(service_name: str) -> TracerProvider:
+    """Tracing for a process that calls other services: the provider, then spans (and context
+    propagation) for its outgoing gRPC, Celery and Redis calls. Call it before any client exists:
+    the instrumentors patch the client factories."""
+    provider = configure_tracing(service_name)
+    instrument_grpc_client()
+    instrument_celery()
+    instrument_redis()
     return provider
 
 
@@ -190,9 +207,7 @@ def trace_celery_worker(service_name: str) -> None:
     from celery.signals import worker_process_init, worker_process_shutdown
 
     def start(**_: Any) -> None:
-        configure_tracing(service_name)
-        instrument_celery()
-        instrument_redis()
+        start_client_tracing(service_name)
 
     def stop(**_: Any) -> None:
         flush_tracing()

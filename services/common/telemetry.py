@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any
 
-from opentelemetry import trace
+from services.common.otel import current_span_id, current_trace_id
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 tenant_id: contextvars.ContextVar[str] = contextvars.ContextVar("tenant_id", default="")
@@ -32,10 +32,9 @@ class ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id.get()
         record.tenant = tenant_id.get()
-        span = trace.get_current_span().get_span_context()
         # empty outside a span: the formatters leave empty fields out
-        record.trace_id = format(span.trace_id, "032x") if span.is_valid else ""
-        record.span_id = format(span.span_id, "016x") if span.is_valid else ""
+        record.trace_id = current_trace_id() or ""
+        record.span_id = current_span_id() or ""
         return True
 
 

@@ -268,6 +268,8 @@ def bench_env(work: Path, models_dir: Path, port: Callable[[], int]) -> dict[str
         for name in (
             "GATEWAY__PORT",
             "SERVE__PORT",
+            "SERVE__METRICS_PORT",
+            "STACK__WORKER_METRICS_PORT",
             "RETRIEVAL_SERVICE__PORT",
             "RETRIEVAL_SERVICE__METRICS_PORT",
             "INGEST_SERVICE__PORT",

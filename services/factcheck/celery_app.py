@@ -264,7 +264,9 @@ def run_evidence_batch(
         else:
             for k, ev in _evidence_for(state, query, items, mine).items():
                 out[k] = ev
-    return [r for r in out if r is not None]
+    done = [r for r in out if r is not None]
+    assert len(done) == len(out), "every item has a result by now"
+    return done
 
 
 def _evidence_for(
@@ -329,7 +331,10 @@ def _counted(task: str, run: Callable[[], T]) -> T:
 
 
 def _code(result: Any) -> str:
-    """``ok``, or the error code of a whole-task error result."""
+    """``ok``, or the error code of a whole-task error result, or of a batch whose every item is an
+    error (e.g. a worker with another model: the caller gets nothing from it)."""
+    if isinstance(result, list) and result and all(_code(r) != "ok" for r in result):
+        return _code(result[0])
     if isinstance(result, dict) and isinstance(result.get("error"), dict):
         return str(result["error"].get("code", ErrorCode.INTERNAL.value))
     return "ok"

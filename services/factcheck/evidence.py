@@ -1,7 +1,7 @@
 """Per-document evidence: everything about one passage that does not depend on the other passages.
 
-This is the unit of work a fact-check worker runs (one Celery task per document) and the unit cached
-by (model version, query hash, passage hash): the detectors' scores, the best strip's query coverage
+This is computed per passage (a Celery worker computes a batch of them per task, one embedding call)
+and cached per passage by (model version, query hash, passage hash): the detectors' scores, the best strip's query coverage
 and the passage embedding the cluster detector compares. Set-level judgement (clusters, consensus)
 happens afterwards in :mod:`services.factcheck.classifier`, on the caller's side, in microseconds.
 """

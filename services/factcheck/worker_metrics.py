@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-from celery.signals import worker_process_shutdown
 from prometheus_client import CollectorRegistry, multiprocess
 
 from services.common.errors import ErrorCode, RampartError
@@ -27,15 +25,10 @@ def serve_worker_metrics(host: str, port: int) -> None:
     if not where or not Path(where).is_dir():
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
-            f"factcheck.celery.metrics_port={port} needs {ENV} set to an existing, empty directory "
+            f"factcheck.celery.metrics_port={port} needs {ENV} set to an existing directory (empty: "
+            "old files would add up) "
             f"before the worker starts (got {where!r}); or set the port to 0",
         )
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=where)  # type: ignore[no-untyped-call]
     start_metrics_server(host, port, registry)
-    worker_process_shutdown.connect(_process_gone, weak=False, dispatch_uid="rampart-metrics-dead")
-
-
-def _process_gone(pid: int | None = None, **_: Any) -> None:
-    """A child exited: its live gauges stop counting (counters and histograms are kept)."""
-    multiprocess.mark_process_dead(pid or os.getpid())  # type: ignore[no-untyped-call]

@@ -62,8 +62,6 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
     settings = backends.settings.gateway
     limiter = RateLimiter(settings.rate_limit_per_minute)
     # process-wide metrics, one list for every service (services/common/metrics.py)
-    latency, errors = rampart_metrics.HTTP_SECONDS, rampart_metrics.HTTP_ERRORS
-    degraded, verdicts = rampart_metrics.DEGRADED, rampart_metrics.VERDICTS
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -89,7 +87,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
         started = time.perf_counter()
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
-            errors.labels(ErrorCode.PAYLOAD_TOO_LARGE.value).inc()
+            rampart_metrics.record_http_error(ErrorCode.PAYLOAD_TOO_LARGE)
             response: Response = error_response(
                 RampartError(
                     ErrorCode.PAYLOAD_TOO_LARGE,
@@ -105,14 +103,14 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
         if trace_id:
             response.headers["x-trace-id"] = trace_id
         route = request.scope.get("route")
-        latency.labels(getattr(route, "path", "unmatched"), str(response.status_code)).observe(
-            time.perf_counter() - started
+        rampart_metrics.record_http(
+            getattr(route, "path", "unmatched"), response.status_code, time.perf_counter() - started
         )
         return response
 
     @app.exception_handler(RampartError)
     async def rampart_error(request: Request, exc: RampartError) -> JSONResponse:
-        errors.labels(exc.code.value).inc()
+        rampart_metrics.record_http_error(exc.code)
         headers = (
             {"retry-after": str(int(exc.details.get("retry_after_s", 1)) + 1)}
             if (exc.code is ErrorCode.RATE_LIMITED)
@@ -124,7 +122,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors.labels(ErrorCode.INVALID_ARGUMENT.value).inc()
+        rampart_metrics.record_http_error(ErrorCode.INVALID_ARGUMENT)
         return error_response(invalid_request(exc))
 
     @app.exception_handler(StarletteHTTPException)
@@ -140,7 +138,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", extra={"request_id": getattr(request.state, "request_id", "")})
-        errors.labels(ErrorCode.INTERNAL.value).inc()
+        rampart_metrics.record_http_error(ErrorCode.INTERNAL)
         return error_response(
             RampartError(
                 ErrorCode.INTERNAL, "internal error; the request id in x-request-id identifies it in the logs"
@@ -264,13 +262,8 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
         return response
 
     def count(stages: list[str], hits: list[SearchHit], filtered: list[FilteredHit]) -> None:
-        for stage in stages:
-            degraded.labels(stage=stage).inc()
-        for hit in hits:
-            if hit.verdict is not None:
-                verdicts.labels(verdict=hit.verdict.verdict.value).inc()
-        for judged in filtered:
-            verdicts.labels(verdict=judged.verdict.value).inc()
+        judged = [h.verdict.verdict.value for h in hits if h.verdict is not None]
+        rampart_metrics.record_outcome(stages, [*judged, *(j.verdict.value for j in filtered)])
 
     instrument_fastapi(app)  # server span per request; /healthz, /readyz, /metrics excluded
     return app

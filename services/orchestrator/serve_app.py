@@ -33,9 +33,7 @@ from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.metrics import start_metrics_server
 from services.common.otel import (
     configure_tracing,
-    instrument_celery,
-    instrument_grpc_client,
-    instrument_redis,
+    start_client_tracing,
     trace_headers,
 )
 from services.common.settings import RampartSettings
@@ -65,11 +63,9 @@ class PipelineDeployment:
     """One replica = one :class:`PipelineService` (models loaded once, index open)."""
 
     def __init__(self, settings: RampartSettings) -> None:
-        configure_tracing(SERVICE_NAME)  # a replica is its own process: exporters from its OTEL_* env
-        # its outgoing hops (retrieval over gRPC, Celery fact-checks, Redis) continue the request's trace
-        instrument_grpc_client()
-        instrument_celery()
-        instrument_redis()
+        # a replica is its own process: exporters from its OTEL_* env; its outgoing hops (retrieval
+        # over gRPC, Celery fact-checks, Redis) continue the request's trace
+        start_client_tracing(SERVICE_NAME)
         self._metrics = _metrics_server(settings)
         self._service = PipelineService.open(settings)
 

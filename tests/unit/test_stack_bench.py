@@ -166,7 +166,9 @@ def test_bench_env_uses_private_ports_and_turns_caches_off(tmp_path: Path) -> No
     ports = itertools.count(40000)
     env = bench_env(tmp_path, Path("models"), lambda: next(ports))
     port_values = [v for k, v in env.items() if k.endswith("PORT")]
-    assert len(port_values) == 10 and len(set(port_values)) == 10
+    assert len(port_values) == 12 and len(set(port_values)) == 12
+    # the metrics ports too: a second stack (or `rampart stack up`) must not hold any port the bench needs
+    assert {"RAMPART_SERVE__METRICS_PORT", "RAMPART_STACK__WORKER_METRICS_PORT"} <= set(env)
     assert env["RAMPART_RERANK__CACHE_SIZE"] == "0"
     assert env["RAMPART_FACTCHECK__CELERY__CACHE_TTL_S"] == "0"
     assert env["RAMPART_GATEWAY__RATE_LIMIT_PER_MINUTE"] == "0"
