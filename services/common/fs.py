@@ -19,3 +19,11 @@ def swap_dir(new: Path, dest: Path) -> Path:
     new.rename(dest)
     shutil.rmtree(old, ignore_errors=True)
     return dest
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` of a log file; empty when there is none yet."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -23,6 +23,12 @@ from services.common.processes import OwnedProcess
 INSTALL_HINT = "apt-get install redis-server (`make system-deps` does it)"
 
 
+def redis_command(binary: Path, port: int) -> list[str]:
+    """``redis-server`` on 127.0.0.1:``port`` with persistence off (a broker, result store and cache
+    whose contents may be lost: tasks expire, evidence is recomputed)."""
+    return [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+
+
 def redis_server_binary() -> Path | None:
     """The ``redis-server`` to run, or ``None`` when it is not installed."""
     found = shutil.which("redis-server")
@@ -58,19 +64,7 @@ class RedisServer(OwnedProcess):
         return redis.Redis.from_url(self.url(db), socket_connect_timeout=1, socket_timeout=2)
 
     def command(self, binary: Path) -> list[str]:
-        return [
-            str(binary),
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(self.work),
-        ]
+        return [*redis_command(binary, self.port), "--dir", str(self.work)]
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         """Start the server and return once it answers PING; raise ``RampartError`` (with the log's

@@ -389,27 +389,17 @@ def _running_stack(
     """Launch the stack with ``env`` (supervisord and its programs inherit it), wait until every stage
     is ready, yield its gateway; always shut it down."""
     from services.gateway.api_keys import ApiKeyStore
-    from services.stack.control import Supervisor, launch
+    from services.stack.control import running_stack
     from services.stack.plan import Addresses
-    from services.stack.readiness import expected_stages, wait_ready
 
     t0 = time.perf_counter()
-    with environ(env):
-        settings = RampartSettings()
-        key = ApiKeyStore.from_settings(settings).create(principal, label="bench")[0]
-        proc = launch(settings, workdir=Path.cwd(), log=work / "supervisord.out")
-    sup = Supervisor(settings.stack_dir().resolve())
-    try:
-        gateway = Addresses.of(settings).gateway_url
-        wait_ready(sup, gateway, expected_stages(settings), settings.stack.ready_timeout_s)
+    with contextlib.ExitStack() as running:
+        with environ(env):  # supervisord and every program inherit it at launch
+            settings = RampartSettings()
+            key = ApiKeyStore.from_settings(settings).create(principal, label="bench")[0]
+            running.enter_context(running_stack(settings, Path.cwd(), log=work / "supervisord.out"))
         record["stack_ready_s"] = round(time.perf_counter() - t0, 1)
-        yield Target("stack", gateway, key)
-    finally:
-        sup.shutdown()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        yield Target("stack", Addresses.of(settings).gateway_url, key)
 
 
 @contextlib.contextmanager

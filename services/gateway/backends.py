@@ -65,6 +65,9 @@ class GatewayBackends:
         from fastapi.concurrency import run_in_threadpool
 
         body = dict(await self.orchestrator.readiness())
+        if self.runtime is not None:  # embedded: ingest writes the index the pipeline just read
+            body["ingest"] = "ready"
+            return body
         try:
             await run_in_threadpool(self.ingestor.check_ready)
             body["ingest"] = "ready"

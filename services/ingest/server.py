@@ -82,10 +82,12 @@ class IngestApp:
         )
         self.server = GrpcServer(cfg, name="ingest")
         self.server.add(ingest_pb2_grpc.add_IngestServiceServicer_to_server, servicer, INGEST_SERVICE)
+        self._ready: asyncio.Task[None] | None = None
+        # first: a start-up still waiting for the index must not replay into a closing journal
+        self.server.on_stop(self._cancel_ready)
         self.server.on_stop(self.durable.close)
         self.server.on_stop(self.journal.close)
         self.server.on_stop(lambda: self.executor.shutdown(wait=False, cancel_futures=True))
-        self._ready: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         """Bind and serve (NOT_SERVING); SERVING follows once the index answers. Returns the port."""
@@ -94,9 +96,12 @@ class IngestApp:
         return port
 
     async def stop(self, grace_s: float | None = None) -> None:
+        self._cancel_ready()
+        await self.server.stop(grace_s)
+
+    def _cancel_ready(self) -> None:
         if self._ready is not None:
             self._ready.cancel()
-        await self.server.stop(grace_s)
 
     async def _become_ready(self) -> None:
         """Wait for the index, then replay the journal (start the worker) and report SERVING."""
@@ -106,7 +111,8 @@ class IngestApp:
                 log.warning("ingest service waiting for the index (retrieval service) to answer")
                 next_log = time.monotonic() + 10.0
             await asyncio.sleep(0.5)
-        self.durable.start()
+        # replaying reads every queued batch from the journal: off the event loop, which serves Status
+        await run_blocking(self.executor, self.durable.start)
         await self.server.set_serving()
         log.info("ingest service SERVING")
 

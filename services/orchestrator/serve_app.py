@@ -342,11 +342,13 @@ def serve_forever(settings: RampartSettings, tunables: LiveTunables | None = Non
             previous[int(sig)] = signal.signal(sig, lambda *_: stop.set())
         deploy(settings, tunables)
         wait_http_ready(settings, stop)
-        log.info("orchestrator serving", extra={"url": base_url(settings)})
-        print(
-            f"serving {base_url(settings)}/v1/search (Ray Serve app {settings.serve.app_name!r})", flush=True
-        )
-        stop.wait()
+        if not stop.is_set():  # a signal during start-up: shut down without announcing anything
+            log.info("orchestrator serving", extra={"url": base_url(settings)})
+            print(
+                f"serving {base_url(settings)}/v1/search (Ray Serve app {settings.serve.app_name!r})",
+                flush=True,
+            )
+            stop.wait()
     finally:
         shutdown()
         for signum, handler in previous.items():

@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.fs import tail
 from services.common.processes import OwnedProcess
 
 
@@ -198,7 +199,4 @@ class TritonServer(OwnedProcess):
         )
 
     def tail_log(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return tail(self.log_path, lines) or "(no log)"

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.fs import tail
 from services.common.settings import RampartSettings
 from services.stack.plan import programs, stack_env, worker_metrics_dir
 from services.stack.supervisor_conf import render, socket_path
 
-# supervisord process states (supervisor.states.ProcessStates)
-RUNNING, FATAL, BACKOFF, EXITED, STOPPED = "RUNNING", "FATAL", "BACKOFF", "EXITED", "STOPPED"
+# supervisord process states (supervisor.states.ProcessStates) that readiness reads
+RUNNING, FATAL = "RUNNING", "FATAL"
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,6 @@ class Supervisor:
 
     def __init__(self, stack_dir: Path) -> None:
         self.dir = stack_dir
-        self.conf = stack_dir / "supervisord.conf"
 
     def _rpc(self) -> Any:
         from supervisor.xmlrpc import SupervisorTransport  # type: ignore[import-untyped]
@@ -89,26 +89,31 @@ class Supervisor:
         return tail(self.dir / "logs" / f"{name}.log", lines)
 
     def shutdown(self, timeout_s: float = 120.0) -> None:
-        """Stop every program (reverse priority) and supervisord; SIGKILL its group after ``timeout_s``."""
+        """Stop every program (reverse priority) and supervisord. After ``timeout_s`` a hung supervisord
+        is SIGKILLed with every program's process group (supervisord gives each its own group)."""
         pid = self.pid()
         if pid is None:
             return
+        groups: list[int] = []
+        with contextlib.suppress(OSError, xmlrpc.client.Fault):
+            groups = [s.pid for s in self.states() if s.pid > 0]
         with contextlib.suppress(OSError, xmlrpc.client.Fault):
             self._rpc().supervisor.shutdown()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self.pid() is not None:
             time.sleep(0.2)
         if self.pid() is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+            for group in [pid, *groups]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, signal.SIGKILL)
 
-
-def tail(path: Path, lines: int = 30) -> str:
-    """The last ``lines`` of a log file; empty when there is none yet."""
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+    def startup_report(self, lines: int = 15) -> str:
+        """supervisord's log tail and each program's state and log tail: what a failed start shows."""
+        states = self.states() if self.running() else []
+        return "\n".join(
+            [f"--- supervisord ---\n{self.log_tail('supervisord', lines)}"]
+            + [f"--- {p.name} ({p.state}) ---\n{self.log_tail(p.name, lines)}" for p in states]
+        )
 
 
 def write_config(settings: RampartSettings, workdir: Path) -> Path:
@@ -139,25 +144,42 @@ def launch(settings: RampartSettings, *, workdir: Path, log: Path | None = None)
     )
     env = {**os.environ, **stack_env(settings, token)}
     binary = Path(sys.executable).with_name("supervisord")
-    out = log.open("ab") if log is not None else subprocess.DEVNULL
-    return subprocess.Popen(  # noqa: S603 - our own venv's supervisord, argument list
-        [str(binary), "-c", str(conf)],
-        cwd=workdir,
-        env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with log.open("ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL) as out:
+        return subprocess.Popen(  # noqa: S603 - our own venv's supervisord, argument list
+            [str(binary), "-c", str(conf)],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 @contextlib.contextmanager
-def running_stack(settings: RampartSettings, workdir: Path) -> Iterator[Supervisor]:
-    """Launch, yield the handle (readiness is the caller's), always shut down."""
-    proc = launch(settings, workdir=workdir)
+def running_stack(
+    settings: RampartSettings, workdir: Path, *, log: Path | None = None
+) -> Iterator[Supervisor]:
+    """Launch the stack, wait until every stage is ready (``stack.ready_timeout_s``; a failure's
+    message carries :meth:`Supervisor.startup_report`), yield its handle; always shut it down."""
+    from services.stack.plan import Addresses
+    from services.stack.readiness import expected_stages, wait_ready
+
+    proc = launch(settings, workdir=workdir, log=log)
     sup = Supervisor(settings.stack_dir().resolve())
     try:
+        try:
+            wait_ready(
+                sup,
+                Addresses.of(settings).gateway_url,
+                expected_stages(settings),
+                settings.stack.ready_timeout_s,
+            )
+        except RampartError as exc:
+            raise RampartError(exc.code, f"{exc.message}\n{sup.startup_report()}", **exc.details) from exc
         yield sup
     finally:
         sup.shutdown()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -8,12 +8,12 @@ internal token. A user's own ``RAMPART_*`` and ``OTEL_*`` variables pass through
 
 from __future__ import annotations
 
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.redis_server import INSTALL_HINT, redis_command, redis_server_binary
 from services.common.settings import RampartSettings
 
 LOOPBACK = "127.0.0.1"
@@ -91,16 +91,13 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
     py = str(python or Path(sys.executable))
     rampart = [py, "-m", "services.cli.main"]
     s = settings.stack
-    redis = shutil.which("redis-server")
+    redis = redis_server_binary()
     if redis is None:
-        raise RampartError(
-            ErrorCode.FAILED_PRECONDITION,
-            "redis-server is not installed; run `make system-deps` (Debian package redis-server)",
-        )
+        raise RampartError(ErrorCode.FAILED_PRECONDITION, f"redis-server is not installed; {INSTALL_HINT}")
     out = [
         Program(
             "redis",
-            [redis, "--bind", LOOPBACK, "--port", str(s.redis_port), "--save", "", "--appendonly", "no"],
+            redis_command(redis, s.redis_port),
             priority=10,
             stop_wait_s=10,
         )

@@ -10,7 +10,7 @@ import httpx
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
-from services.stack.control import FATAL, Supervisor
+from services.stack.control import FATAL, RUNNING, Supervisor
 
 
 def expected_stages(settings: RampartSettings) -> tuple[str, ...]:
@@ -60,7 +60,7 @@ def wait_ready(
                 last = f"gateway not answering ({type(exc).__name__})"
             time.sleep(1.0)
     not_running = [
-        f"{s.name}={s.state}" for s in (sup.states() if sup.running() else []) if s.state != "RUNNING"
+        f"{s.name}={s.state}" for s in (sup.states() if sup.running() else []) if s.state != RUNNING
     ]
     raise RampartError(
         ErrorCode.DEADLINE_EXCEEDED,

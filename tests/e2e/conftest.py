@@ -23,7 +23,7 @@ from services.common.net import free_port
 from services.common.settings import RampartSettings
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
-from services.stack.control import Supervisor, launch
+from services.stack.control import Supervisor, running_stack
 from services.stack.plan import Addresses
 from services.stack.readiness import expected_stages, wait_ready
 from tests.integration.otlp_receiver import OtlpReceiver
@@ -75,6 +75,7 @@ def stack(models_dir: Path) -> Iterator[Stack]:
         "RAMPART_STACK__TRITON_HTTP_PORT": str(free_port()),
         "RAMPART_STACK__TRITON_METRICS_PORT": str(free_port()),
         "RAMPART_STACK__DIR": str(work / "stack"),
+        "RAMPART_STACK__READY_TIMEOUT_S": "400",
         "RAY_TMPDIR": str(work / "ray"),
         "OTEL_TRACES_EXPORTER": "otlp",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -93,23 +94,12 @@ def stack(models_dir: Path) -> Iterator[Stack]:
             "bob": store.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
             "other": store.create(Principal(tenant="globex", user="eve", groups=["eng"]))[0],
         }
-        proc = launch(settings, workdir=Path.cwd(), log=work / "supervisord.out")
-        sup = Supervisor(settings.stack_dir().resolve())
-        made = Stack(settings, sup, Addresses.of(settings).gateway_url, keys, receiver)
         try:
-            try:
-                made.wait_ready(timeout_s=400.0)
-            except RampartError as exc:
-                states = sup.states() if sup.running() else []
-                logs = "\n".join(
-                    [f"--- supervisord ---\n{sup.log_tail('supervisord', 15)}"]
-                    + [f"--- {p.name} ({p.state}) ---\n{sup.log_tail(p.name, 15)}" for p in states]
-                )
-                pytest.fail(f"the stack did not start: {exc.message}\n{logs}")
-            yield made
+            with running_stack(settings, Path.cwd(), log=work / "supervisord.out") as sup:
+                yield Stack(settings, sup, Addresses.of(settings).gateway_url, keys, receiver)
+        except RampartError as exc:  # the message carries supervisord's and each program's log tail
+            pytest.fail(f"the stack did not start: {exc.message}")
         finally:
-            sup.shutdown()
-            proc.wait(timeout=60)
             receiver.stop()
             if os.environ.get("RAMPART_KEEP_E2E") is None:
                 shutil.rmtree(work, ignore_errors=True)
