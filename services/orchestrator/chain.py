@@ -11,7 +11,8 @@ where ``coverage`` is the share of the question's content terms the leads contai
 the mean cross-encoder probability (sigmoid of the rerank logit; the fused score without a reranker)
 of each lead for the query that found it. Work is bounded whatever the input: at most
 ``1 + B * (max_steps - 1)`` calls. The search stops early when step 1's top two already cover the
-question's terms (``stop_score``; single-fact and comparison questions usually do), when the best
+question's terms (``stop_score``; single-fact and comparison questions usually do) or its top two stand apart from the
+rest (``apart_ratio``), when the best
 chain reaches ``stop_score``, when a step raises no chain's coverage (it found nothing the question
 asked for), when no beam gains a new lead, or when no proposal's prior reaches ``min_prior`` (a weak
 guess is not worth a retrieval call).
@@ -37,6 +38,7 @@ from services.orchestrator.subqueries import HeuristicProposer, Proposer, covera
 from services.retrieval.hybrid import SearchOutcome
 
 POOL_DEPTH = 30  # step-1 results whose titles count as link targets (the reranked head)
+APART_DEPTH = 5  # results whose score spread the "stand apart" stop compares the top two's lead with
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class ChainResult:
     score: float
     calls: int  # retrieval calls spent, over all beams
     steps: int
-    stopped: str  # covered | score | max_steps | no_gain | no_new_evidence | no_proposals | empty
+    stopped: str  # covered | apart | score | max_steps | no_gain | no_new_evidence | no_proposals | empty
     explored: list[Hop] = field(default_factory=list)  # every hop tried, for the trace and debugging
     degraded: list[str] = field(default_factory=list)
 
@@ -85,6 +87,17 @@ def relevance(hit: ScoredChunk) -> float:
     if logit is not None and math.isfinite(logit):
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, logit))))
     return max(0.0, min(1.0, hit.fused))
+
+
+def stand_apart(hits: Sequence[ScoredChunk], ratio: float) -> bool:
+    """Whether the top two results lead the rest clearly: the 2nd-to-3rd score gap is at least ``ratio``
+    of the 1st-to-5th spread. Step 1 then already holds the pair a two-passage answer needs, and a hop
+    would spend a call to move nothing into the top two. A share of the spread, not a raw gap, so the
+    rule reads the same on any score scale (fused blend, logits, first-stage scores)."""
+    if len(hits) < APART_DEPTH:
+        return False
+    spread = hits[0].fused - hits[APART_DEPTH - 1].fused
+    return spread > 0 and hits[1].fused - hits[2].fused >= ratio * spread
 
 
 class ChainRetriever:
@@ -165,6 +178,8 @@ class ChainRetriever:
         # The top two hold every question term and both look relevant: a two-passage answer is there.
         if coverage(question, first[:2]) >= s.stop_score and all(relevance(h) >= 0.5 for h in first[:2]):
             beams, stopped = beams[:1], "covered"
+        elif s.apart_ratio is not None and stand_apart(first, s.apart_ratio):
+            beams, stopped = beams[:1], "apart"
         while stopped == "max_steps":
             best = max(beams + finished, key=lambda b: b.score)
             if best.score >= s.stop_score:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from services.common.errors import invalid
-from services.common.settings import RampartSettings, RoutePlan
+from services.common.settings import ChainSettings, RampartSettings, RoutePlan
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import Principal, ScoredChunk, SearchFilters
 from services.orchestrator.answer import Answer, ContextPassage, ExtractiveAnswerer, LlmAnswerer
@@ -64,6 +64,13 @@ class Orchestrated:
     def searched(self) -> str:
         """The query actually searched (rewritten for Conversational turns)."""
         return self.rewrite.query
+
+
+def plan_chain(chain: ChainSettings, plan: RoutePlan) -> ChainSettings:
+    """The chain settings for a Complex query of ``plan``'s complexity: its own step limit, if it has one."""
+    if plan.chain_steps is None:
+        return chain
+    return chain.model_copy(update={"max_steps": plan.chain_steps})
 
 
 def plan_weights(plan: RoutePlan) -> dict[str, float]:
@@ -209,7 +216,10 @@ class Orchestrator:
         t0 = time.perf_counter()
         if route.type is QueryType.COMPLEX:
             chain = ChainRetriever(
-                searcher, self.settings.chain, self.proposer, trace_content=self.settings.trace_content
+                searcher,
+                plan_chain(self.settings.chain, plan),
+                self.proposer,
+                trace_content=self.settings.trace_content,
             ).run(query)
             outcome = SearchOutcome(
                 hits=chain.hits,

@@ -9,10 +9,11 @@ from collections.abc import Callable
 import pytest
 
 from services.common.errors import RampartError
-from services.common.settings import ChainSettings
+from services.common.settings import ChainSettings, RampartSettings
 from services.common.types import Chunk, ScoredChunk
 from services.factcheck.text import terms
-from services.orchestrator.chain import ChainRetriever, relevance
+from services.orchestrator.chain import ChainRetriever, relevance, stand_apart
+from services.orchestrator.orchestrator import plan_chain
 from services.orchestrator.subqueries import (
     HeuristicProposer,
     coverage,
@@ -157,6 +158,48 @@ def test_covered_question_stops_after_one_call() -> None:
     result = ChainRetriever(searcher, ChainSettings(beam_width=4)).run("Woodstock music festival 1969")
     assert result.calls == 1 and result.stopped == "covered"
     assert doc_ids(result.hits) == doc_ids(OverlapSearcher()("Woodstock music festival 1969").hits)
+
+
+def scored(*scores: float) -> list[ScoredChunk]:
+    return [hit(f"d{i}", x, f"Title {i}", f"text {i}") for i, x in enumerate(scores)]
+
+
+def test_stand_apart_compares_the_top_two_lead_with_the_spread() -> None:
+    assert stand_apart(scored(0.9, 0.85, 0.3, 0.25, 0.2), 0.6)  # gap 0.55 of a 0.7 spread
+    assert not stand_apart(scored(0.9, 0.5, 0.45, 0.3, 0.2), 0.6)  # gap 0.05
+    # a share of the spread: the same shape on a logit scale reads the same
+    assert stand_apart(scored(9.0, 8.5, 3.0, 2.5, 2.0), 0.6)
+    assert not stand_apart(scored(0.5, 0.5, 0.5, 0.5, 0.5), 0.6)  # no spread, no lead
+    assert not stand_apart(scored(0.9, 0.85, 0.1), 0.6)  # too few results to tell
+
+
+def test_top_two_standing_apart_stop_after_one_call() -> None:
+    first = [
+        hit("kiss", 0.95, *CORPUS["kiss"]),
+        hit("sequel", 0.9, *CORPUS["sequel"]),
+        *(hit(d, 0.2 - 0.01 * i, *CORPUS[d]) for i, d in enumerate(("radio", "temple", "wood"))),
+    ]
+    calls: list[str] = []
+
+    def search(query: str) -> SearchOutcome:
+        calls.append(query)
+        return SearchOutcome(hits=list(first), timings_ms={}, candidates={})
+
+    result = ChainRetriever(search, ChainSettings(min_prior=0.0)).run(BRIDGE)
+    assert result.stopped == "apart" and result.calls == 1 == len(calls)
+    assert doc_ids(result.hits)[:2] == ["kiss", "sequel"]
+    calls.clear()
+    hopped = ChainRetriever(search, ChainSettings(min_prior=0.0, apart_ratio=None)).run(BRIDGE)
+    assert hopped.stopped != "apart" and hopped.calls > 1
+
+
+def test_route_plans_bound_the_chain_per_complexity() -> None:
+    s = RampartSettings()
+    # medium (two-entity comparisons) needs one hop after the first search; high keeps the default
+    assert plan_chain(s.chain, s.routing.plans["medium"]).max_steps == 2
+    assert plan_chain(s.chain, s.routing.plans["high"]) is s.chain
+    custom = s.routing.plans["high"].model_copy(update={"chain_steps": 3})
+    assert plan_chain(s.chain, custom).max_steps == 3 and s.chain.max_steps == 5
 
 
 def test_max_steps_one_is_single_shot() -> None:
