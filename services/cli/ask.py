@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from services.cli.ui import console, fail, load_settings, out, split_csv
+from services.cli.ui import fail, load_settings, out, print_error, split_csv
 from services.common.errors import RampartError
 from services.common.types import Principal
 
@@ -40,7 +40,7 @@ def ask(
             else _local(question, tenant, user, groups, top_k)
         )
     except ValueError as exc:
-        console.print(f"[red]error[/red]: {exc}")
+        print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
         raise fail(exc) from exc

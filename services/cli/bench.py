@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from services.cli.ui import (
@@ -15,6 +16,7 @@ from services.cli.ui import (
     invocation,
     load_settings,
     out,
+    print_error,
     progress_bar,
     resolve_dataset,
     split_csv,
@@ -352,7 +354,7 @@ def bench_serve(
     try:
         from services.evaluation.serve_bench import SHAPES, run_serve_bench
     except ImportError as exc:
-        console.print(f"[red]error[/red]: {exc}; install the serve extra: pip install -e '.[serve]'")
+        print_error(f"{exc}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(code=2) from exc
 
     settings = load_settings()
@@ -503,7 +505,7 @@ def bench_stack(
             f"failures, p50 {locust['p50_ms']:g} ms, p95 {locust['p95_ms']:g} ms"
         )
         for example in locust["failure_examples"]:
-            console.print(f"[red]failure[/red]: {example}")
+            console.print(f"[red]failure[/red]: {escape(example)}")
     if json_out:
         write_json_report(json_out, {"command": invocation(ctx), **record})
 

@@ -26,6 +26,7 @@ from services.cli.ui import (
     fail,
     load_settings,
     out,
+    print_error,
     progress_bar,
     resolve_dataset,
     split_csv,
@@ -183,13 +184,13 @@ def ingest(
     settings = load_settings()
     for p in paths:
         if not p.exists():
-            console.print(f"[red]error[/red]: {p} does not exist")
+            print_error(f"{p} does not exist")
             raise typer.Exit(code=2)
     try:
         default_acl = Acl(users=split_csv(users), groups=split_csv(groups))
         send, close = _ingest_target(settings, url, api_key)
     except ValueError as exc:
-        console.print(f"[red]error[/red]: {exc}")
+        print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
         raise fail(exc) from exc
@@ -283,7 +284,7 @@ def search(
     try:
         hits = _search_hits(query, tenant, user, groups, top_k, method, weights, url, api_key)
     except ValueError as exc:
-        console.print(f"[red]error[/red]: {exc}")
+        print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
         raise fail(exc) from exc
@@ -493,7 +494,7 @@ def keys_create(
         who = Principal(tenant=tenant, user=user, groups=split_csv(groups), scopes=split_csv(scopes))
         key, record = store.create(who, label=label)
     except ValueError as exc:
-        console.print(f"[red]error[/red]: {exc}")
+        print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
         raise fail(exc) from exc
@@ -528,7 +529,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument()]) -> None:
 
     settings = load_settings()
     if not ApiKeyStore.from_settings(settings).revoke(key_id):
-        console.print(f"[red]error[/red]: no key {key_id!r}; see `rampart keys list`")
+        print_error(f"no key {key_id!r}; see `rampart keys list`")
         raise typer.Exit(code=2)
     out.print(f"revoked {key_id}")
 

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from services.cli.ui import console, fail, load_settings
+from services.cli.ui import fail, load_settings, print_error
 from services.common.errors import RampartError, invalid
 
 
@@ -33,7 +33,7 @@ def serve_ray(
         from services.orchestrator import serve_app
         from services.orchestrator.serve_config import LiveTunables
     except ImportError as exc:
-        console.print(f"[red]error[/red]: {exc}; install the serve extra: pip install -e '.[serve]'")
+        print_error(f"{exc}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(code=2) from exc
 
     settings = load_settings()
@@ -45,7 +45,7 @@ def serve_ray(
         chosen = LiveTunables.parse(_json(tunables)) if tunables else None
         serve_app.serve_forever(settings, chosen)
     except ValueError as exc:
-        console.print(f"[red]error[/red]: {exc}")
+        print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
         raise fail(exc) from exc

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -28,27 +27,21 @@ def up(
 ) -> None:
     """Start redis, Triton, retrieval, ingest, fact-check workers, the Ray Serve orchestrator and the
     gateway; wait until each is ready. Without --detach, Ctrl-C stops everything."""
-    from services.stack.control import Supervisor, launch
+    from services.stack.control import start_stack, stop_stack
     from services.stack.plan import Addresses
-    from services.stack.readiness import expected_stages, wait_ready
 
     settings = load_settings()
-    sup = Supervisor(settings.stack_dir().resolve())
+    logs = settings.stack_dir().resolve()
+    console.print(f"starting the stack (logs: {logs / 'logs'}) …")
     try:
-        proc = launch(settings, workdir=Path.cwd(), log=sup.dir / "supervisord.out" if detach else None)
+        proc, sup = start_stack(settings, Path.cwd(), log=logs / "supervisord.out" if detach else None)
     except RampartError as exc:
-        raise fail(exc) from exc
-    gateway = Addresses.of(settings).gateway_url
-    console.print(f"starting the stack (logs: {sup.dir / 'logs'}) …")
-    try:
-        wait_ready(sup, gateway, expected_stages(settings), settings.stack.ready_timeout_s)
-    except RampartError as exc:
-        sup.shutdown()
         raise fail(exc) from exc
     except KeyboardInterrupt:
-        sup.shutdown()
         raise typer.Exit(code=130) from None
-    console.print(f"[green]stack ready[/green]: gateway {gateway} (OpenAPI: /docs)")
+    console.print(
+        f"[green]stack ready[/green]: gateway {Addresses.of(settings).gateway_url} (OpenAPI: /docs)"
+    )
     if detach:
         return
     stop = threading.Event()
@@ -57,11 +50,7 @@ def up(
     while not stop.is_set() and proc.poll() is None:
         stop.wait(1.0)
     console.print("stopping the stack …")
-    sup.shutdown()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_stack(proc, sup)
     console.print("stack stopped")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from services.common.errors import RampartError
@@ -26,8 +27,14 @@ def load_settings() -> RampartSettings:
 
 
 def fail(exc: RampartError) -> typer.Exit:
-    console.print(f"[red]error[/red] ({exc.code.value}): {exc.message}")
+    console.print(f"[red]error[/red] ({exc.code.value}): {escape(exc.message)}")
     return typer.Exit(code=2)
+
+
+def print_error(message: str) -> None:
+    """An error line on stderr. The message is escaped: it may quote user input or log lines, and
+    rich would read their brackets as markup (and fail on a stray closing tag)."""
+    console.print(f"[red]error[/red]: {escape(message)}")
 
 
 def split_csv(values: str) -> list[str]:

@@ -155,31 +155,47 @@ def launch(settings: RampartSettings, *, workdir: Path, log: Path | None = None)
         )
 
 
-@contextlib.contextmanager
-def running_stack(
+def start_stack(
     settings: RampartSettings, workdir: Path, *, log: Path | None = None
-) -> Iterator[Supervisor]:
-    """Launch the stack, wait until every stage is ready (``stack.ready_timeout_s``; a failure's
-    message carries :meth:`Supervisor.startup_report`), yield its handle; always shut it down."""
+) -> tuple[subprocess.Popen[bytes], Supervisor]:
+    """Launch the stack and wait until every stage is ready (``stack.ready_timeout_s``). On failure
+    (or Ctrl-C) everything started is stopped again, and the error carries
+    :meth:`Supervisor.startup_report` so the cause is in the message, not only in the logs."""
     from services.stack.plan import Addresses
     from services.stack.readiness import expected_stages, wait_ready
 
     proc = launch(settings, workdir=workdir, log=log)
     sup = Supervisor(settings.stack_dir().resolve())
     try:
-        try:
-            wait_ready(
-                sup,
-                Addresses.of(settings).gateway_url,
-                expected_stages(settings),
-                settings.stack.ready_timeout_s,
-            )
-        except RampartError as exc:
-            raise RampartError(exc.code, f"{exc.message}\n{sup.startup_report()}", **exc.details) from exc
+        wait_ready(
+            sup, Addresses.of(settings).gateway_url, expected_stages(settings), settings.stack.ready_timeout_s
+        )
+    except RampartError as exc:
+        report = sup.startup_report()
+        stop_stack(proc, sup)
+        raise RampartError(exc.code, f"{exc.message}\n{report}", **exc.details) from exc
+    except BaseException:
+        stop_stack(proc, sup)
+        raise
+    return proc, sup
+
+
+def stop_stack(proc: subprocess.Popen[bytes], sup: Supervisor) -> None:
+    """Stop every program (reverse start order), then supervisord itself."""
+    sup.shutdown()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@contextlib.contextmanager
+def running_stack(
+    settings: RampartSettings, workdir: Path, *, log: Path | None = None
+) -> Iterator[Supervisor]:
+    """:func:`start_stack`, yield its handle, always :func:`stop_stack`."""
+    proc, sup = start_stack(settings, workdir, log=log)
+    try:
         yield sup
     finally:
-        sup.shutdown()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_stack(proc, sup)

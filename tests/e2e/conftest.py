@@ -49,6 +49,38 @@ class Stack:
         wait_ready(self.supervisor, self.gateway, expected_stages(self.settings), timeout_s)
 
 
+def stack_env_vars(work: Path, models_dir: Path) -> dict[str, str]:
+    """Settings for a stack of its own under ``work``: private directories, a fresh port for every
+    listener (so a second stack can start beside the session's)."""
+    (work / "ray").mkdir(parents=True, exist_ok=True)
+    ports = {
+        name: str(free_port())
+        for name in (
+            "RAMPART_GATEWAY__PORT",
+            "RAMPART_SERVE__PORT",
+            "RAMPART_SERVE__METRICS_PORT",
+            "RAMPART_RETRIEVAL_SERVICE__PORT",
+            "RAMPART_RETRIEVAL_SERVICE__METRICS_PORT",
+            "RAMPART_INGEST_SERVICE__PORT",
+            "RAMPART_INGEST_SERVICE__METRICS_PORT",
+            "RAMPART_STACK__REDIS_PORT",
+            "RAMPART_STACK__WORKER_METRICS_PORT",
+            "RAMPART_STACK__TRITON_GRPC_PORT",
+            "RAMPART_STACK__TRITON_HTTP_PORT",
+            "RAMPART_STACK__TRITON_METRICS_PORT",
+        )
+    }
+    return {
+        "RAMPART_DATA_DIR": str(work / "data"),
+        "RAMPART_MODELS_DIR": str(models_dir),
+        "RAMPART_LOG_LEVEL": "INFO",
+        **ports,
+        "RAMPART_STACK__DIR": str(work / "stack"),
+        "RAMPART_STACK__READY_TIMEOUT_S": "400",
+        "RAY_TMPDIR": str(work / "ray"),
+    }
+
+
 @pytest.fixture(scope="session")
 def stack(models_dir: Path) -> Iterator[Stack]:
     if not _loopback_only():
@@ -59,30 +91,12 @@ def stack(models_dir: Path) -> Iterator[Stack]:
     work = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))  # short: unix socket paths ≤ 108 bytes
     receiver = OtlpReceiver().start()
     env = {
-        "RAMPART_DATA_DIR": str(work / "data"),
-        "RAMPART_MODELS_DIR": str(models_dir),
-        "RAMPART_LOG_LEVEL": "INFO",
-        "RAMPART_GATEWAY__PORT": str(free_port()),
-        "RAMPART_SERVE__PORT": str(free_port()),
-        "RAMPART_SERVE__METRICS_PORT": str(free_port()),
-        "RAMPART_RETRIEVAL_SERVICE__PORT": str(free_port()),
-        "RAMPART_RETRIEVAL_SERVICE__METRICS_PORT": str(free_port()),
-        "RAMPART_INGEST_SERVICE__PORT": str(free_port()),
-        "RAMPART_INGEST_SERVICE__METRICS_PORT": str(free_port()),
-        "RAMPART_STACK__REDIS_PORT": str(free_port()),
-        "RAMPART_STACK__WORKER_METRICS_PORT": str(free_port()),
-        "RAMPART_STACK__TRITON_GRPC_PORT": str(free_port()),
-        "RAMPART_STACK__TRITON_HTTP_PORT": str(free_port()),
-        "RAMPART_STACK__TRITON_METRICS_PORT": str(free_port()),
-        "RAMPART_STACK__DIR": str(work / "stack"),
-        "RAMPART_STACK__READY_TIMEOUT_S": "400",
-        "RAY_TMPDIR": str(work / "ray"),
+        **stack_env_vars(work, models_dir),
         "OTEL_TRACES_EXPORTER": "otlp",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
-    (work / "ray").mkdir()
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
