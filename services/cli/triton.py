@@ -71,23 +71,43 @@ def triton_serve(
             instances=instances,
             threads=threads,
         )
-        server = TritonServer(
-            venv=settings.rerank.triton.venv,
-            repository=repo,
-            work_dir=work,
-            grpc_port=grpc_port,
-            http_port=http_port,
-            metrics_port=metrics_port,
-        ).start()
     except RampartError as exc:
         raise fail(exc) from exc
-    console.print(f"[green]triton ready[/green] grpc 127.0.0.1:{grpc_port}, log {server.log_path}")
-    stop = threading.Event()
+    server = TritonServer(
+        venv=settings.rerank.triton.venv,
+        repository=repo,
+        work_dir=work,
+        grpc_port=grpc_port,
+        http_port=http_port,
+        metrics_port=metrics_port,
+    )
+    # Handlers first: tritonserver runs in its own session, so a SIGTERM (supervisord stopping the
+    # stack) that killed this process during the start-up wait would leave it running, orphaned.
+    stop, ready = threading.Event(), threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        if not ready.is_set():
+            raise _StoppedDuringStartError
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     try:
+        try:
+            server.start()
+        except RampartError as exc:
+            raise fail(exc) from exc
+        except _StoppedDuringStartError:
+            console.print("stopped during start-up")
+            return
+        ready.set()
+        console.print(f"[green]triton ready[/green] grpc 127.0.0.1:{grpc_port}, log {server.log_path}")
         while not stop.is_set() and server.proc is not None and server.proc.poll() is None:
             stop.wait(1.0)
     finally:
         server.stop()
     console.print("triton stopped")
+
+
+class _StoppedDuringStartError(Exception):
+    """Raised by the signal handler to leave ``TritonServer.start``'s readiness wait."""

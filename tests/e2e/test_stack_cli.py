@@ -50,5 +50,9 @@ def test_up_that_cannot_get_ready_stops_everything_and_shows_the_logs(models_dir
         assert not Supervisor(work / "stack").running()
         with pytest.raises(OSError):  # redis, started first, is stopped again
             socket.create_connection(("127.0.0.1", int(env["RAMPART_STACK__REDIS_PORT"])), timeout=2).close()
+        # nothing of this stack is left: tritonserver runs in a session of its own, so a program that
+        # started it must stop it even when stopped during its start-up wait
+        left = subprocess.run(["pgrep", "-af", str(work)], capture_output=True, text=True, check=False)
+        assert left.stdout == "", left.stdout
     finally:
         shutil.rmtree(work, ignore_errors=True)
