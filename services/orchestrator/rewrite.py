@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
+from services.factcheck.text import STOP_WORDS, terms
 from services.orchestrator.entities import entity_key, mentions
 from services.orchestrator.fact_graph import FactGraph
 
@@ -34,6 +35,15 @@ _ELLIPSIS = re.compile(
     r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(.+?)\s*\??\s*$|^\s*and\s+(.+?)\s*\?\s*$", re.I
 )
 _YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
+# "And how is X handled?" is a new question after a connective, not an ellipsis of the last one
+_QUESTION_START = re.compile(
+    r"^(?:how|what|when|where|who|whom|whose|why|which|is|are|was|were|do|does|did|can|could|should|"
+    r"would|will|may|might|must|has|have|had)\b",
+    re.I,
+)
+_PREPOSITION = re.compile(r"^(?:in|for|of|on|at|with|without|during|after|before|from|to)\s+", re.I)
+_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+STANDALONE_TERMS = 2  # content terms from which a follow-up naming no entity stands on its own
 MAX_LLM_HISTORY = 6  # turns shown to the model: the rest costs tokens and adds no resolution
 
 SYSTEM_PROMPT = """You rewrite the last question of a conversation into a standalone search query. \
@@ -82,6 +92,9 @@ class ConversationalRewriter:
     def _rules(self, query: str, history: Sequence[str], graph: FactGraph) -> Rewrite:
         previous = history[-1]
         m = _ELLIPSIS.match(query)
+        if m and m.group(2) and _QUESTION_START.match(m.group(2).strip()):
+            rest = m.group(2).strip()
+            query, m = f"{rest[:1].upper()}{rest[1:]}?", None  # "And how is sick leave handled?"
         if m:
             return self._ellipsis((m.group(1) or m.group(2)).strip(), previous)
         own = mentions(query)
@@ -113,16 +126,21 @@ class ConversationalRewriter:
             replacement = f"{best}'s" if possessive and word != "her" else best
             resolved[p.group(0)] = replacement
             out = out[: p.start()] + replacement + out[p.end() :]
-        if not resolved and not own:
-            # names nothing and refers to nothing explicitly: carry the focus entity along
+        if not resolved and not own and len(set(terms(query))) < STANDALONE_TERMS:
+            # names nothing, refers to nothing explicitly and says little ("What is the price?"):
+            # carry the focus entity along. "How is sick leave handled?" says enough on its own.
             best = candidates[0][0]
             resolved[""] = best
             out = f"{query.rstrip(' ?')} {best}?" if query.rstrip().endswith("?") else f"{query} {best}"
         return Rewrite(out, "rules" if resolved else "none", resolved)
 
-    @staticmethod
-    def _ellipsis(new_part: str, previous: str) -> Rewrite:
-        """Swap the previous query's year or (last) entity for the new part, else append it."""
+    def _ellipsis(self, new_part: str, previous: str) -> Rewrite:
+        """Swap the previous query's year, (last) entity or matching phrase for the new part.
+
+        Without a named entity to swap ("How many weeks of parental leave do I get?" → "What about sick
+        leave?"), the new part replaces the previous phrase with the same head word ("parental leave"),
+        a prepositional part is appended as such ("… for the other parent"), and anything else replaces
+        the previous phrase most similar to it: gluing a new topic onto the old question lost it."""
         if _YEAR.search(new_part) and not _YEAR.search(previous):
             return Rewrite(f"{previous.rstrip(' ?')} {new_part}?", "rules", {"": new_part})
         if _YEAR.search(new_part) and _YEAR.search(previous):
@@ -130,12 +148,21 @@ class ConversationalRewriter:
             assert year is not None
             old = _YEAR.findall(previous)[-1]
             return Rewrite(previous.replace(old, year.group(0)), "rules", {old: year.group(0)})
-        new_part = re.sub(r"^(?:in|for|of|on)\s+", "", new_part) if not _YEAR.search(new_part) else new_part
+        bare = _PREPOSITION.sub("", new_part)
         ents = [e for e in mentions(previous) if not _YEAR.fullmatch(e)]
         if ents:
             old = ents[-1]
-            return Rewrite(previous.replace(old, new_part), "rules", {old: new_part})
-        return Rewrite(f"{previous.rstrip(' ?')} {new_part}?", "rules", {"": new_part})
+            return Rewrite(previous.replace(old, bare), "rules", {old: bare})
+        runs = _content_runs(previous)
+        head = terms(bare)[-1:] if terms(bare) else []
+        same_head = [r for r in runs if head and terms(previous[r[0] : r[1]])[-1:] == head]
+        if same_head:
+            return _swap(previous, same_head[-1], bare)
+        if bare != new_part or not runs:  # "for the other parent": a condition on the same question
+            return Rewrite(f"{previous.rstrip(' ?')} {new_part}?", "rules", {"": new_part})
+        scores = self._similarity(bare, [previous[a:b] for a, b in runs])
+        best = max(range(len(runs)), key=lambda i: scores[i])
+        return _swap(previous, runs[best], bare)
 
     # ---- LLM -------------------------------------------------------------------------------------
     def _llm(self, query: str, history: Sequence[str]) -> Rewrite | None:
@@ -164,3 +191,25 @@ class ConversationalRewriter:
             )
             return None
         return Rewrite(" ".join(text.split()), "llm")
+
+
+def _content_runs(text: str) -> list[tuple[int, int]]:
+    """Character spans of maximal runs of non-stop words separated only by spaces ("parental leave")."""
+    runs: list[tuple[int, int]] = []
+    start = end = -1
+    for m in _TOKEN.finditer(text):
+        if m.group(0).lower() in STOP_WORDS:
+            start = -1
+            continue
+        if start >= 0 and text[end : m.start()].strip() == "":
+            end = m.end()
+            runs[-1] = (start, end)
+        else:
+            start, end = m.start(), m.end()
+            runs.append((start, end))
+    return runs
+
+
+def _swap(previous: str, span: tuple[int, int], new: str) -> Rewrite:
+    old = previous[span[0] : span[1]]
+    return Rewrite(previous[: span[0]] + new + previous[span[1] :], "rules", {old: new})

@@ -166,3 +166,30 @@ def test_turns_are_capped() -> None:
     for i in range(30):
         s.add_turn(Turn(query=str(i), rewritten=str(i)), max_turns=20)
     assert s.history() == [str(i) for i in range(10, 30)]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        # the same head word: swap the phrase, not glue the new topic onto the old question
+        ("What about sick leave?", "How many weeks of sick leave do I get?"),
+        # a prepositional part conditions the same question
+        ("And for the other parent?", "How many weeks of parental leave do I get for the other parent?"),
+        # otherwise the most similar phrase is swapped
+        ("what about bereavement?", "How many weeks of bereavement do I get?"),
+        # "and" before a whole question is a connective, and a question with words of its own stands alone
+        ("And how is sick leave handled?", "How is sick leave handled?"),
+    ],
+)
+def test_follow_ups_without_entities(query: str, expected: str) -> None:
+    previous = "How many weeks of parental leave do I get?"
+    g = FactGraph()
+    g.update(mentions(previous), mentions("Primary caregivers receive 20 weeks of paid parental leave."))
+    assert ConversationalRewriter(lexical).rewrite(query, [previous], g).query == expected
+
+
+def test_a_short_follow_up_still_carries_the_focus(dune: tuple[list[str], FactGraph]) -> None:
+    history, graph = dune
+    assert (
+        ConversationalRewriter(lexical).rewrite("What is the price?", history, graph).query.endswith("Dune?")
+    )
