@@ -6,8 +6,9 @@ import json
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from services.cli.ui import fail, load_settings, out, print_error, split_csv
+from services.cli.ui import fail, load_settings, out, print_error, server_hint, split_csv
 from services.common.errors import RampartError
 from services.common.types import Principal
 
@@ -15,7 +16,8 @@ from services.common.types import Principal
 def ask(
     question: Annotated[str, typer.Argument(help="The question")],
     tenant: Annotated[
-        str, typer.Option(help="Ask as a principal of this tenant (with --url: the key's)")
+        str,
+        typer.Option(help="Ask as a principal of this tenant (with --url: must be the key's, else refused)"),
     ] = "",
     user: Annotated[str, typer.Option(help="Ask as this user")] = "cli",
     groups: Annotated[str, typer.Option(help="The principal's groups, comma-separated")] = "",
@@ -35,7 +37,7 @@ def ask(
     """Answer a question from the documents the principal may read, citing them."""
     try:
         body = (
-            _remote(question, top_k, session, url, api_key)
+            _remote(question, tenant, top_k, session, url, api_key)
             if url
             else _local(question, tenant, user, groups, top_k)
         )
@@ -43,14 +45,19 @@ def ask(
         print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
-        raise fail(exc) from exc
+        raise fail(server_hint(exc, load_settings())) from exc
     if as_json:
         out.print_json(json.dumps(body))
         return
     a = body["adaptive"]
-    out.print(body["answer"] or "[yellow]no answer[/yellow]: nothing this principal may read answers it")
+    if body.get("caution"):
+        out.print(f"[yellow]caution[/yellow]: {escape(body['caution'])}")
+    # documents' own text: escaped, their brackets are not markup
+    out.print(
+        escape(body["answer"]) or "[yellow]no answer[/yellow]: nothing this principal may read answers it"
+    )
     for c in body["citations"]:
-        out.print(f"  [{c['n']}] {c['title'] or c['doc_id']} ({c['doc_id']})")
+        out.print(escape(f"  [{c['n']}] {c['title'] or c['doc_id']} ({c['doc_id']})"))
     grade = f", grade {a['grade']['grade']}" if a.get("grade") else ""
     out.print(
         f"[dim]{body['method']} · route {a['route']['type']}/{a['route']['complexity']}{grade} · "
@@ -59,14 +66,17 @@ def ask(
     )
 
 
-def _remote(question: str, top_k: int, session: str | None, url: str, api_key: str | None) -> dict[str, Any]:
+def _remote(
+    question: str, tenant: str, top_k: int, session: str | None, url: str, api_key: str | None
+) -> dict[str, Any]:
+    """Through the server: the key decides the principal; a ``--tenant`` of another tenant is refused."""
     from services.cli.remote import RemoteGateway
 
     if not api_key:
         raise ValueError("--url needs --api-key (or RAMPART_API_KEY); the key decides the principal")
     remote = RemoteGateway(url, api_key)
     try:
-        return remote.answer(question, top_k, session)
+        return remote.answer(question, top_k, session, tenant or None)
     finally:
         remote.close()
 
@@ -87,10 +97,12 @@ def _local(question: str, tenant: str, user: str, groups: str, top_k: int) -> di
     a = done.answer
     return {
         "query": question,
-        "answer": a.text if a else "",
+        "answer": a.shown() if a else "",
         "method": a.method if a else "none",
+        "caution": a.caution if a else None,
         "citations": [c.model_dump() for c in to_citations(a)] if a else [],
         "results": [h.model_dump(mode="json") for h in to_hits(done.outcome.hits[:top_k])],
         "adaptive": to_adaptive(done).model_dump(mode="json"),
         "degraded": done.outcome.degraded,
+        "factcheck_fallback": done.outcome.fallback,
     }

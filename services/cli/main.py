@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from services.cli.ask import ask
@@ -29,6 +30,7 @@ from services.cli.ui import (
     print_error,
     progress_bar,
     resolve_dataset,
+    server_hint,
     split_csv,
     task_updater,
 )
@@ -36,6 +38,7 @@ from services.cli.worker import worker
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal
+from services.common.verdicts import Verdict
 
 if TYPE_CHECKING:
     from services.ingest.service import IngestResult
@@ -61,7 +64,8 @@ app.add_typer(stack_app, name="stack")
 # ---- models ---------------------------------------------------------------------------------------
 @models_app.command("build")
 def models_build(force: Annotated[bool, typer.Option(help="Rebuild even if up to date")] = False) -> None:
-    """Export the packaged models to ONNX under RAMPART_MODELS_DIR (needs the [build] extra)."""
+    """Export the packaged models to ONNX under RAMPART_MODELS_DIR (needs the "build" extra: torch,
+    transformers, onnx)."""
     from services.models.build import build_models
 
     settings = load_settings()
@@ -173,12 +177,16 @@ def ingest(
         str, typer.Option(help="Default ACL groups, comma-separated ('*' = whole tenant)")
     ] = "*",
     users: Annotated[str, typer.Option(help="Default ACL users, comma-separated")] = "",
-    batch_size: Annotated[int, typer.Option(min=1, max=256)] = 32,
+    batch_size: Annotated[int, typer.Option(min=1, max=256, help="Documents sent per batch")] = 32,
     recursive: Annotated[bool, typer.Option(help="Walk folders recursively")] = True,
     url: UrlOpt = None,
     api_key: KeyOpt = None,
 ) -> None:
-    """Index files (txt, md, html, pdf, docx); a <file>.meta.json sidecar sets title/ACL/metadata."""
+    """Index files (txt, md, html, pdf, docx); a <file>.meta.json sidecar sets title/ACL/metadata.
+
+    Other files in a folder are skipped and listed. Exit code 0 when every supported file was
+    indexed or unchanged, 1 when any failed or when no supported file was found at all, 2 on bad
+    input (a missing path, --url without a key, the index in use)."""
     from services.ingest.files import discover, load
 
     settings = load_settings()
@@ -193,8 +201,17 @@ def ingest(
         print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
-        raise fail(exc) from exc
-    files = list(discover(paths, recursive=recursive))
+        raise fail(server_hint(exc, settings)) from exc
+    skipped: list[tuple[Path, str]] = []
+    files = list(discover(paths, recursive=recursive, on_skip=lambda f, why: skipped.append((f, why))))
+    if not files:
+        close()
+        _print_skipped(skipped)
+        print_error(
+            f"nothing to ingest: no supported file under {', '.join(str(p) for p in paths)}"
+            f" ({len(skipped)} skipped); supported: {SUPPORTED_FILES}"
+        )
+        raise typer.Exit(code=1)
     failures: list[tuple[str, str]] = []
     counts = {"indexed": 0, "unchanged": 0, "failed": 0}
 
@@ -234,14 +251,34 @@ def ingest(
         close()
     console.print(
         f"[green]{counts['indexed']} indexed[/green], {counts['unchanged']} unchanged, "
-        f"[{'red' if counts['failed'] else 'green'}]{counts['failed']} failed[/]"
+        f"[{'red' if counts['failed'] else 'green'}]{counts['failed']} failed[/], "
+        f"[{'yellow' if skipped else 'green'}]{len(skipped)} skipped[/]"
     )
+    _print_skipped(skipped)
     if failures:
         table = Table("file", "reason", title="failed", title_style="red")
         for name, reason in failures:
             table.add_row(name, reason)
         console.print(table)
         raise typer.Exit(code=1)
+
+
+SKIPPED_SHOWN = 5
+SUPPORTED_FILES = "txt, md, html, pdf, docx"
+
+
+def _print_skipped(skipped: list[tuple[Path, str]]) -> None:
+    """Name the first few files ingest passed over and why, so a missing document is not a mystery."""
+    if not skipped:
+        return
+    console.print(
+        f"[yellow]skipped {len(skipped)} file(s)[/yellow], not ingested (supported: {SUPPORTED_FILES}):",
+        highlight=False,
+    )
+    for path, why in skipped[:SKIPPED_SHOWN]:
+        console.print(f"  {escape(str(path))}: {escape(why)}", highlight=False)
+    if len(skipped) > SKIPPED_SHOWN:
+        console.print(f"  … and {len(skipped) - SKIPPED_SHOWN} more", highlight=False)
 
 
 def _ingest_target(
@@ -262,53 +299,109 @@ def _ingest_target(
 
 
 # ---- search ----------------------------------------------------------------------------------------
+VERDICT_STYLE = {
+    Verdict.RELEVANT: "green",
+    Verdict.IRRELEVANT: "yellow",
+    Verdict.ADVERSARIAL: "red",
+    Verdict.COUNTERFACTUAL: "red",
+}
+
+
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to search for")],
     tenant: Annotated[
-        str, typer.Option(help="Search as a principal of this tenant (with --url: the key's)")
+        str,
+        typer.Option(
+            help="Search as a principal of this tenant (with --url: must be the key's, else refused)"
+        ),
     ] = "",
     user: Annotated[str, typer.Option(help="Search as this user")] = "cli",
     groups: Annotated[str, typer.Option(help="The principal's groups, comma-separated")] = "",
-    top_k: Annotated[int, typer.Option(min=1, max=1000)] = 5,
+    top_k: Annotated[int, typer.Option(min=1, max=1000, help="Number of results")] = 5,
     method: Annotated[FusionMethod | None, typer.Option(help="minmax, zscore or rrf")] = None,
     bm25_weight: Annotated[
         float | None, typer.Option(min=0.0, max=1.0, help="dense weight = 1 - this")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the whole response as JSON (results, filtered, degraded, factcheck_fallback, …)",
+        ),
+    ] = False,
     url: UrlOpt = None,
     api_key: KeyOpt = None,
 ) -> None:
-    """Search as a principal: the local index, or a running gateway with --url (ACLs apply either way)."""
+    """Search as a principal: the local index, or a running gateway with --url (ACLs apply either way).
+
+    Each result shows its fact-check verdict; a note says when the fact-check fell back to
+    non-RELEVANT results, skipped a stage (degraded) or withheld passages."""
     weights = None if bm25_weight is None else {"bm25": bm25_weight, "dense": 1.0 - bm25_weight}
     try:
-        hits = _search_hits(query, tenant, user, groups, top_k, method, weights, url, api_key)
+        body = _search(query, tenant, user, groups, top_k, method, weights, url, api_key)
     except ValueError as exc:
         print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
     except RampartError as exc:
-        raise fail(exc) from exc
+        raise fail(server_hint(exc, load_settings())) from exc
     if as_json:
-        out.print_json(json.dumps(hits))
+        out.print_json(json.dumps(body))
         return
-    table = Table("#", "document", "section", "bm25", "dense", "fused", "text", title=f"“{query}”")
+    print_search(body)
+
+
+def print_search(body: dict[str, Any]) -> None:
+    """A search response as a table with each result's verdict, then what the table cannot show:
+    a fact-check fallback, skipped stages and withheld passages."""
+    hits: list[dict[str, Any]] = body["results"]
+    table = Table(
+        "#", "document", "section", "bm25", "dense", "fused", "verdict", "text", title=f"“{body['query']}”"
+    )
     for h in hits:
         s = h["scores"]
         table.add_row(
             str(h["rank"]),
-            h["doc_id"],
-            " > ".join(h["section_path"]),
+            escape(h["doc_id"]),
+            escape(" > ".join(h["section_path"])),
             f"{s['bm25']:.2f}" if s.get("bm25") is not None else "-",
             f"{s['dense']:.3f}" if s.get("dense") is not None else "-",
             f"{h['fused']:.3f}",
-            h["text"][:160].replace("\n", " ") + "…",
+            _verdict_cell(h.get("verdict")),
+            escape(h["text"][:160].replace("\n", " ")) + "…",
         )
     out.print(table)
     if not hits:
         out.print("[yellow]no results[/yellow] (nothing matches, or this principal may not read what does)")
+    if body.get("factcheck_fallback"):
+        out.print(
+            "[yellow]note[/yellow]: fact-check fallback: too few results were judged RELEVANT, so "
+            "non-adversarial ones were re-admitted; trust only the rows marked relevant"
+        )
+    degraded: list[str] = body.get("degraded") or []
+    if degraded:
+        unverified = " (results are unverified)" if "factcheck" in degraded else ""
+        out.print(f"[yellow]degraded[/yellow]: skipped {', '.join(degraded)}{unverified}", highlight=False)
+    filtered: list[dict[str, Any]] = body.get("filtered") or []
+    if filtered:
+        kinds: dict[str, int] = {}
+        for f in filtered:
+            kinds[f["verdict"]] = kinds.get(f["verdict"], 0) + 1
+        counted = ", ".join(f"{n} {v}" for v, n in sorted(kinds.items()))
+        out.print(
+            f"{len(filtered)} passage(s) withheld by the fact-check ({counted}); --json lists them with reasons",
+            highlight=False,
+        )
 
 
-def _search_hits(
+def _verdict_cell(verdict: dict[str, Any] | None) -> str:
+    if verdict is None:
+        return "[dim]not judged[/dim]"
+    v = Verdict(verdict["verdict"])
+    return f"[{VERDICT_STYLE[v]}]{v.value}[/] {verdict['score']:.2f}"
+
+
+def _search(
     query: str,
     tenant: str,
     user: str,
@@ -318,7 +411,8 @@ def _search_hits(
     weights: dict[str, float] | None,
     url: str | None,
     api_key: str | None,
-) -> list[dict[str, Any]]:
+) -> dict[str, Any]:
+    """The search response as the HTTP API returns it, from the server (``--url``) or the local index."""
     if url:
         from services.cli.remote import RemoteGateway
 
@@ -327,10 +421,10 @@ def _search_hits(
         remote = RemoteGateway(url, api_key)
         try:
             fusion = {k: v for k, v in {"method": method, "weights": weights}.items() if v is not None}
-            return remote.search(query, top_k, fusion or None)
+            return remote.search(query, top_k, fusion or None, tenant or None)
         finally:
             remote.close()
-    from services.gateway.schemas import to_hits
+    from services.gateway.schemas import SearchResponse, to_filtered, to_hits
     from services.orchestrator.runtime import Runtime
 
     if not tenant:
@@ -342,7 +436,17 @@ def _search_hits(
         outcome = runtime.search.search(query, who, params)
     finally:
         runtime.close()
-    return [h.model_dump(mode="json") for h in to_hits(outcome.hits)]
+    response = SearchResponse(
+        query=query,
+        results=to_hits(outcome.hits),
+        candidates=outcome.candidates,
+        timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
+        degraded=outcome.degraded,
+        filtered=to_filtered(outcome.filtered),
+        factcheck_fallback=outcome.fallback,
+        request_id="",
+    )
+    return response.model_dump(mode="json")
 
 
 # ---- eval ------------------------------------------------------------------------------------------
@@ -479,11 +583,11 @@ def evaluate(
 # ---- keys ------------------------------------------------------------------------------------------
 @keys_app.command("create")
 def keys_create(
-    tenant: Annotated[str, typer.Option()],
-    user: Annotated[str, typer.Option()],
+    tenant: Annotated[str, typer.Option(help="Tenant the key belongs to (it can reach no other)")],
+    user: Annotated[str, typer.Option(help="User the key acts as (ACLs name users)")],
     groups: Annotated[str, typer.Option(help="Comma-separated groups")] = "",
     scopes: Annotated[str, typer.Option(help="search, ingest, admin (comma-separated)")] = "search",
-    label: Annotated[str, typer.Option()] = "",
+    label: Annotated[str, typer.Option(help="A note shown by `rampart keys list`")] = "",
 ) -> None:
     """Create an API key; it is printed once (stdout) and only its hash is stored."""
     from services.gateway.api_keys import ApiKeyStore
@@ -504,6 +608,7 @@ def keys_create(
 
 @keys_app.command("list")
 def keys_list() -> None:
+    """List the API keys (id, principal, scopes, revoked); the keys themselves are never stored."""
     from services.gateway.api_keys import ApiKeyStore
 
     settings = load_settings()
@@ -524,7 +629,10 @@ def keys_list() -> None:
 
 
 @keys_app.command("revoke")
-def keys_revoke(key_id: Annotated[str, typer.Argument()]) -> None:
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id, from `rampart keys list`")],
+) -> None:
+    """Revoke an API key: the server refuses it from its next request on."""
     from services.gateway.api_keys import ApiKeyStore
 
     settings = load_settings()

@@ -44,14 +44,23 @@ class RemoteGateway:
         body = {"documents": [d.model_dump(mode="json", exclude_none=True) for d in docs]}
         return [IngestResult.model_validate(r) for r in self._post("/v1/documents", body)["results"]]
 
-    def search(self, query: str, top_k: int, fusion: dict[str, Any] | None) -> list[dict[str, Any]]:
+    def search(
+        self, query: str, top_k: int, fusion: dict[str, Any] | None, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """The whole search response; ``tenant`` is checked by the server against the key's (403)."""
         body: dict[str, Any] = {"query": query, "top_k": top_k}
         if fusion:
             body["fusion"] = fusion
-        return list(self._post("/v1/search", body)["results"])
+        if tenant:
+            body["tenant"] = tenant
+        return dict(self._post("/v1/search", body))
 
-    def answer(self, query: str, top_k: int, session_id: str | None) -> dict[str, Any]:
+    def answer(
+        self, query: str, top_k: int, session_id: str | None, tenant: str | None = None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query, "top_k": top_k}
         if session_id:
             body["session_id"] = session_id
+        if tenant:
+            body["tenant"] = tenant
         return dict(self._post("/v1/answer", body))

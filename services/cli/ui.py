@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from services.common.errors import RampartError
+from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
 from services.common.telemetry import configure_logging
 
@@ -29,6 +29,23 @@ def load_settings() -> RampartSettings:
 def fail(exc: RampartError) -> typer.Exit:
     console.print(f"[red]error[/red] ({exc.code.value}): {escape(exc.message)}")
     return typer.Exit(code=2)
+
+
+def server_hint(exc: RampartError, settings: RampartSettings) -> RampartError:
+    """``exc`` with a pointer to ``--url`` when the local index is locked: that is almost always
+    ``rampart serve`` holding it, and the command works through the server instead."""
+    if (
+        exc.code is not ErrorCode.FAILED_PRECONDITION
+        or "in use by another rampart process" not in exc.message
+    ):
+        return exc
+    url = f"http://{settings.gateway.host}:{settings.gateway.port}"
+    return RampartError(
+        exc.code,
+        f"{exc.message}; if `rampart serve` holds it, go through the server instead: "
+        f"--url {url} (or export RAMPART_URL={url}) with --api-key (or RAMPART_API_KEY)",
+        **exc.details,
+    )
 
 
 def print_error(message: str) -> None:

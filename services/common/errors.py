@@ -15,6 +15,7 @@ class ErrorCode(StrEnum):
     UNAUTHENTICATED = "unauthenticated"
     PERMISSION_DENIED = "permission_denied"
     NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"  # HTTP only: the path exists, not with this method
     CONFLICT = "conflict"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
@@ -30,6 +31,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNAUTHENTICATED: 401,
     ErrorCode.PERMISSION_DENIED: 403,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.CONFLICT: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
@@ -46,6 +48,7 @@ GRPC_STATUS: dict[ErrorCode, str] = {
     ErrorCode.UNAUTHENTICATED: "UNAUTHENTICATED",
     ErrorCode.PERMISSION_DENIED: "PERMISSION_DENIED",
     ErrorCode.NOT_FOUND: "NOT_FOUND",
+    ErrorCode.METHOD_NOT_ALLOWED: "UNIMPLEMENTED",
     ErrorCode.CONFLICT: "ALREADY_EXISTS",
     ErrorCode.PAYLOAD_TOO_LARGE: "RESOURCE_EXHAUSTED",
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: "INVALID_ARGUMENT",

@@ -18,6 +18,7 @@ from rampart.common.v1 import types_pb2 as pb
 from rampart.retrieval.v1 import index_pb2, retrieval_pb2
 
 from services.common.errors import invalid
+from services.common.query_text import check_query
 from services.common.types import (
     Acl,
     Chunk,
@@ -393,10 +394,11 @@ MAX_CANDIDATES = 2000  # per retriever, as FusionOptions.candidates (HTTP) and F
 
 
 def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Principal, SearchParams]:
-    """``(query, principal, params)``; a missing principal or an out-of-range number is
-    INVALID_ARGUMENT naming the value (bounds as the HTTP API's and FusionSettings')."""
+    """``(query, principal, params)``; a missing principal, a query without words or an out-of-range
+    number is INVALID_ARGUMENT naming the value (bounds as the HTTP API's and FusionSettings')."""
     if not m.HasField("principal"):
         raise invalid("principal is required: every search is evaluated as a caller", field="principal")
+    check_query(m.query)  # as the HTTP API and HybridRetriever: blank or wordless is refused here
     for name, value, low, high in (
         ("top_k", m.top_k, 1, MAX_TOP_K),
         ("candidates", m.candidates, 1, MAX_CANDIDATES),
@@ -408,7 +410,9 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
     for name, weight in m.weights.items():
         if not np.isfinite(weight) or weight < 0:
             raise invalid(
-                f"weights[{name!r}] = {weight} must be a finite number >= 0", field=f"weights.{name}"
+                f"weights[{name!r}] = {weight} must be a finite number >= 0 (0 disables that retriever)",
+                field=f"weights.{name}",
+                value=weight,
             )
     params = SearchParams(
         top_k=m.top_k,

@@ -23,8 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common import metrics as rampart_metrics
 from services.common import telemetry
-from services.common.errors import HTTP_STATUS, ErrorCode, RampartError
-from services.common.http_errors import error_response, invalid_request
+from services.common.errors import ErrorCode, RampartError
+from services.common.http_errors import error_response, http_exception_error, invalid_request
 from services.common.otel import current_trace_id, instrument_fastapi
 from services.common.types import DocumentStatus, Principal
 from services.gateway.api_keys import ApiKeyStore
@@ -127,13 +127,12 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        by_status = {v: k for k, v in HTTP_STATUS.items()}
-        if exc.status_code in by_status:
-            code = by_status[exc.status_code]
-        else:
-            code = ErrorCode.INVALID_ARGUMENT if exc.status_code < 500 else ErrorCode.INTERNAL
-        body = RampartError(code, str(exc.detail)).to_dict()
-        return JSONResponse(body, status_code=exc.status_code)
+        headers = dict(exc.headers or {})  # keeps Starlette's Allow header on 405
+        allow = next((v for k, v in headers.items() if k.lower() == "allow"), None)
+        error = http_exception_error(
+            exc.status_code, str(exc.detail), request.method, request.url.path, allow
+        )
+        return JSONResponse(error.to_dict(), status_code=exc.status_code, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

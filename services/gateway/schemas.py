@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictFloat, field_validator
+from pydantic_core import PydanticCustomError
 
 from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
 from services.common.verdicts import Judgement, Verdict
@@ -43,22 +45,46 @@ class BoundsIn(Strict):
 
 class FusionOptions(Strict):
     method: FusionMethod | None = Field(default=None, description="minmax (default), zscore or rrf")
-    weights: dict[str, float] | None = Field(
+    weights: dict[str, StrictFloat] | None = Field(
         default=None, description='Per retriever, e.g. {"bm25": 0.5, "dense": 0.5}; 0 disables one'
     )
-    rrf_k: int | None = Field(default=None, ge=1, le=10_000)
-    candidates: int | None = Field(default=None, ge=1, le=2000, description="Per-retriever depth")
+    rrf_k: int | None = Field(default=None, strict=True, ge=1, le=10_000)
+    candidates: int | None = Field(
+        default=None, strict=True, ge=1, le=2000, description="Per-retriever depth"
+    )
     fill_missing: bool | None = None
     bounds: dict[str, BoundsIn] | None = Field(
         default=None, description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}'
     )
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_usable(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
+        """A negative or non-finite weight would invert or swamp a retriever's scores in the fusion."""
+        if weights is None:
+            return None
+        for name, w in weights.items():
+            if not math.isfinite(w) or w < 0:
+                raise PydanticCustomError(
+                    "weight_range",
+                    "weights[{name}] = {value} must be a finite number >= 0 (0 disables that retriever)",
+                    {"name": repr(name), "value": w},
+                )
+        if weights and not any(w > 0 for w in weights.values()):
+            raise PydanticCustomError(
+                "weights_all_zero",
+                "every retriever weight is 0; give bm25 or dense a weight > 0",
+            )
+        return weights
 
 
 class RerankOptionsIn(Strict):
     enabled: bool | None = Field(
         default=None, description="false: fused order only (skips the cross-encoder)"
     )
-    depth: int | None = Field(default=None, ge=1, le=200, description="Fused candidates to rerank")
+    depth: int | None = Field(
+        default=None, strict=True, ge=1, le=200, description="Fused candidates to rerank"
+    )
     mode: Literal["auto", "residual", "fused", "pure"] | None = Field(
         default=None,
         description="residual: logit + learned weight x first-stage; fused: min-max blend; pure: cross-encoder order",
@@ -68,9 +94,15 @@ class RerankOptionsIn(Strict):
 
 class FactCheckOptionsIn(Strict):
     enabled: bool | None = Field(default=None, description="false: return results unjudged")
-    depth: int | None = Field(default=None, ge=1, le=100, description="Top results judged (at least top_k)")
+    depth: int | None = Field(
+        default=None, strict=True, ge=1, le=100, description="Top results judged (at least top_k)"
+    )
     min_keep: int | None = Field(
-        default=None, ge=0, le=100, description="Below this many RELEVANT, re-admit non-adversarial ones"
+        default=None,
+        strict=True,
+        ge=0,
+        le=100,
+        description="Below this many RELEVANT, re-admit non-adversarial ones",
     )
 
 
@@ -97,7 +129,9 @@ class SearchRequest(Conversation):
         description="Route the query (Simple/Conversational/Complex), rewrite follow-ups, chain multi-hop "
         "questions and grade the results (CRAG); false: one hybrid search with the request's knobs",
     )
-    top_k: int = Field(default=10, ge=1, description="Number of chunks to return (capped by the server)")
+    top_k: int = Field(
+        default=10, ge=1, strict=True, description="Number of chunks to return (capped by the server)"
+    )
     tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
     filters: SearchFilters | None = None
     fusion: FusionOptions | None = None
@@ -241,7 +275,9 @@ class SearchResponse(BaseModel):
 
 class AnswerRequest(Conversation):
     query: str = Field(min_length=1, description="The question")
-    top_k: int = Field(default=10, ge=1, description="Results returned beside the answer (capped)")
+    top_k: int = Field(
+        default=10, ge=1, strict=True, description="Results returned beside the answer (capped)"
+    )
     tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
     filters: SearchFilters | None = None
 
@@ -259,6 +295,12 @@ class AnswerResponse(BaseModel):
     query: str
     answer: str = Field(description="Empty when nothing verified answers the question")
     method: str = Field(description="extractive, llm, llm-direct (no retrieval) or none")
+    caution: str | None = Field(
+        default=None,
+        description="Why the answer may not be reliable: retrieval graded incorrect, the fact-check re-admitted "
+        "passages it did not judge relevant, or did not run. An extractive answer then starts 'No document "
+        "clearly answers this; ...'",
+    )
     citations: list[CitationOut]
     retrieval_skipped: bool = Field(
         default=False, description="Simple question answered by the LLM without retrieval: not verified"
@@ -267,6 +309,10 @@ class AnswerResponse(BaseModel):
     adaptive: AdaptiveOut
     degraded: list[str] = Field(default_factory=list)
     filtered: list[FilteredHit] = Field(default_factory=list)
+    factcheck_fallback: bool = Field(
+        default=False,
+        description="Fewer than factcheck.min_keep results were RELEVANT: non-adversarial ones were re-admitted",
+    )
     timings_ms: dict[str, float]
     request_id: str
     trace_id: str | None = Field(

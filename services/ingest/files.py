@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,16 +29,29 @@ class FileDocument:
     error: str | None = None
 
 
-def discover(paths: list[Path], *, recursive: bool = True) -> Iterator[tuple[Path, Path]]:
-    """``(root, file)`` for every supported file under ``paths``, sorted, sidecars skipped."""
+def discover(
+    paths: list[Path],
+    *,
+    recursive: bool = True,
+    on_skip: Callable[[Path, str], None] | None = None,
+) -> Iterator[tuple[Path, Path]]:
+    """``(root, file)`` for every supported file under ``paths``, sorted, sidecars skipped.
+
+    Other files in a folder are passed over; ``on_skip(file, reason)`` hears of each, so a caller
+    can say what was not ingested (a file named explicitly is always yielded: its load says why)."""
     for root in paths:
         if root.is_file():
             yield root.parent, root
             continue
         pattern = "**/*" if recursive else "*"
         for f in sorted(root.glob(pattern)):
-            if f.is_file() and not f.name.endswith(SIDECAR) and f.suffix.lower() in EXTENSIONS:
+            if not f.is_file() or f.name.endswith(SIDECAR):
+                continue
+            if f.suffix.lower() in EXTENSIONS:
                 yield root, f
+            elif on_skip is not None:
+                kind = f"'{f.suffix}'" if f.suffix else "no extension"
+                on_skip(f, f"unsupported file type ({kind})")
 
 
 def load(

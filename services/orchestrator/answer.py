@@ -52,10 +52,24 @@ class Citation(BaseModel):
     quote: str = Field(description="The cited sentence (extractive) or passage start (LLM)")
 
 
+CAUTION_PREFIX = "No document clearly answers this; the closest passages say:"
+
+
 class Answer(BaseModel):
     text: str
     citations: list[Citation]
     method: Literal["extractive", "llm", "llm-direct", "none"]
+    # Why the answer may not be reliable (retrieval graded Incorrect, or the fact-check had to re-admit
+    # passages it did not find relevant); None when nothing argues against it.
+    caution: str | None = None
+
+    def shown(self) -> str:
+        """The text as a reader sees it. An extractive answer is the passages' own sentences whatever
+        the question, so a doubtful one is introduced as such rather than read as an answer (its
+        sentences stay: they may still hold it). A model's answer says so itself when it can."""
+        if self.caution and self.text and self.method == "extractive":
+            return f"{CAUTION_PREFIX} {self.text}"
+        return self.text
 
 
 def _coverage(query_terms: set[str], sentence: str) -> float:

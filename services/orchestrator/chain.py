@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from services.common.errors import invalid
+from services.common.query_text import check_query
 from services.common.settings import ChainSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import ScoredChunk
@@ -121,8 +121,7 @@ class ChainRetriever:
         return 1 + s.beam_width * (s.max_steps - 1)
 
     def run(self, question: str) -> ChainResult:
-        if not question.strip():
-            raise invalid("query is blank; send the words to search for")
+        check_query(question)
         with stage_span(
             "rampart.chain",
             beam_width=self.settings.beam_width,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from services.common.errors import invalid
+from services.common.query_text import check_query
 from services.common.settings import ChainSettings, RampartSettings, RoutePlan
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import Principal, ScoredChunk, SearchFilters
@@ -21,7 +21,7 @@ from services.orchestrator.chain import ChainResult, ChainRetriever
 from services.orchestrator.corrective import CorrectiveResult, CorrectiveRetrieval
 from services.orchestrator.entities import mentions
 from services.orchestrator.fact_graph import FactGraph
-from services.orchestrator.plan import Complexity, QueryType, Route
+from services.orchestrator.plan import Complexity, Grade, QueryType, Route
 from services.orchestrator.rewrite import ConversationalRewriter, Rewrite
 from services.orchestrator.router import QueryRouter
 from services.orchestrator.search import SearchPipeline
@@ -107,8 +107,7 @@ class Orchestrator:
 
     # ---- the request ------------------------------------------------------------------------------
     def run(self, ask: Ask, principal: Principal) -> Orchestrated:
-        if not ask.query.strip():
-            raise invalid("query is blank; send the words to search for")
+        check_query(ask.query)
         timings: dict[str, float] = {}
         trace = self.settings.trace_content
         with stage_span(
@@ -274,13 +273,31 @@ class Orchestrator:
 
     def _answer(self, query: str, result: Orchestrated, route: Route) -> Answer:
         context = result.context = self._context(query, result, route)
+        caution = self._caution(result) if context else None
         if self.llm_answerer is not None:
             got = self.llm_answerer.answer(query, context)
             if got is not None:
-                return got
+                return got.model_copy(update={"caution": caution})
             if context:
                 result.outcome.degraded.append("llm")
-        return self.extractive.answer(query, context)
+        answer = self.extractive.answer(query, context)
+        return answer.model_copy(update={"caution": caution}) if answer.text else answer
+
+    def _caution(self, result: Orchestrated) -> str | None:
+        crag = result.corrective
+        if crag is not None and crag.grade is Grade.INCORRECT and all(o == "primary" for o in crag.origins):
+            return (
+                "retrieval was graded incorrect: no passage clearly answers the question, and no other "
+                "source was searched (see adaptive.grade)"
+            )
+        if "factcheck" in result.outcome.degraded:
+            return "the fact-check did not run (see degraded): the passages are unverified"
+        if result.outcome.fallback:
+            return (
+                f"fewer than {self.settings.factcheck.min_keep} passages passed the fact-check; the "
+                "answer also reads passages it did not judge relevant"
+            )
+        return None
 
     def _direct(
         self, ask: Ask, route: Route, rewrite: Rewrite, session: Session | None, timings: dict[str, float]

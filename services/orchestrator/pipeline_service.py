@@ -18,6 +18,7 @@ from opentelemetry import context as otel_context
 from services.common import telemetry
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.otel import context_from, current_trace_id
+from services.common.query_text import check_query
 from services.common.settings import RampartSettings
 from services.common.types import Principal, SearchFilters
 from services.gateway.schemas import (
@@ -127,14 +128,16 @@ class PipelineService:
         o, a = done.outcome, done.answer
         return AnswerResponse(
             query=body.query,
-            answer=a.text if a else "",
+            answer=a.shown() if a else "",
             method=a.method if a else "none",
+            caution=a.caution if a else None,
             citations=to_citations(a) if a else [],
             retrieval_skipped=done.retrieval_skipped,
             results=to_hits(o.hits[: body.top_k]),
             adaptive=to_adaptive(done),
             degraded=o.degraded,
             filtered=to_filtered(o.filtered),
+            factcheck_fallback=o.fallback,
             timings_ms={k: round(v, 2) for k, v in done.timings_ms.items()},
             request_id=call.request_id or "",
             trace_id=current_trace_id(),
@@ -184,8 +187,7 @@ class PipelineService:
                 f"query is {len(query)} characters, the limit is {limits.max_query_chars}; shorten it",
                 limit=limits.max_query_chars,
             )
-        if not query.strip():
-            raise invalid("query is blank; send the words to search for", field="query")
+        check_query(query)
         if conv.session_id and conv.history:
             raise invalid(
                 "send either session_id (the server keeps the conversation) or history, not both",

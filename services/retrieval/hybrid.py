@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import invalid
+from services.common.query_text import check_query
 from services.common.settings import FusionSettings
 from services.common.types import FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
@@ -102,8 +103,7 @@ class HybridRetriever:
         self, query: str, vector: npt.NDArray[np.float32] | None, principal: Principal, params: SearchParams
     ) -> SearchOutcome:
         """Search with a precomputed query vector (batch evaluation embeds all queries at once)."""
-        if not query.strip():
-            raise invalid("query is blank; send the words to search for")
+        check_query(query)
         weights = {k: w for k, w in params.weights.items() if w > 0}
         unknown = set(params.weights) - {r.value for r in Retriever}
         if unknown:

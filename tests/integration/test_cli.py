@@ -75,7 +75,7 @@ def top_docs(env: dict[str, str], tenant: str, user: str, groups: str, query: st
         str(k),
         "--json",
     )
-    return [h["doc_id"] for h in json.loads(out)]
+    return [h["doc_id"] for h in json.loads(out)["results"]]
 
 
 def test_samples_answer_their_questions_and_respect_acls(env: dict[str, str]) -> None:

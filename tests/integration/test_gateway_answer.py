@@ -127,6 +127,17 @@ def test_answers_never_cite_what_the_caller_may_not_read(api: tuple[TestClient, 
     assert "120k" in bob["answer"]
 
 
+def test_an_answer_from_doubtful_context_says_so(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, k = api
+    # alice may not read the salary bands: what she can read does not answer, and the answer says so
+    doubtful = ask(client, k["alice"], "What does an L3 engineer earn in the salary bands?").json()
+    assert doubtful["caution"], doubtful
+    assert doubtful["answer"].startswith("No document clearly answers this")
+    assert doubtful["adaptive"]["grade"]["grade"] == "incorrect" or doubtful["factcheck_fallback"]
+    sure = ask(client, k["alice"], "How many vacation days does an employee get per year?").json()
+    assert sure["caution"] is None and sure["answer"].startswith("Every employee gets 25 vacation days")
+
+
 def test_a_session_carries_the_conversation(api: tuple[TestClient, dict[str, str]]) -> None:
     client, k = api
     first = ask(client, k["alice"], "Who wrote the novel Dune?").json()
