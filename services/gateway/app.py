@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common import metrics as rampart_metrics
@@ -68,7 +69,9 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
         yield
         await backends.aclose()
 
-    app = FastAPI(
+    # FastAPIOffline serves the Swagger UI and ReDoc assets from the package (FastAPI's default pulls
+    # them from a CDN: /docs was blank on a machine without internet)
+    app = FastAPIOffline(
         lifespan=lifespan,
         title="Rampart",
         version="0.1.0",

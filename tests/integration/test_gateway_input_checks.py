@@ -4,6 +4,7 @@ wire and the in-process retriever refuse the same queries alike."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -223,3 +224,17 @@ def test_query_length_limit_is_as_documented(api: tuple[TestClient, dict[str, st
     assert client.post("/v1/search", json={"query": "a" * limit}, headers=headers).status_code == 200
     body = error(client.post("/v1/search", json={"query": "a" * (limit + 1)}, headers=headers), 400)
     assert body["message"] == f"query is {limit + 1} characters, the limit is {limit}; shorten it"
+
+
+# ---- the API docs work offline ------------------------------------------------------------------
+
+
+def test_docs_page_needs_no_cdn(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = api
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert "cdn." not in page.text and "https://" not in page.text.split("<body>")[0], page.text[:500]
+    assets = re.findall(r'(?:src|href)="(/[^"]+\.(?:js|css))"', page.text)
+    assert assets, page.text[:500]
+    for path in assets:  # served by the gateway itself, without a key
+        assert client.get(path).status_code == 200, path
