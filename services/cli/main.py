@@ -453,7 +453,10 @@ def _search(
 @eval_app.command("retrieval")
 def evaluate(
     data_dir: Annotated[
-        Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+        Path,
+        typer.Argument(
+            help="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), or a name under RAMPART_EVAL_DATA_DIR"
+        ),
     ],
     split: Annotated[str, typer.Option(help="qrels split to score (tune on train, report test)")] = "test",
     pipelines: Annotated[
