@@ -74,7 +74,7 @@ class Document(Strict):
     """A source document as submitted. ``(id, version)`` makes ingest idempotent."""
 
     id: Ident
-    version: int = Field(default=1, ge=0, description="Higher replaces lower; equal is a no-op.")
+    version: int = Field(default=1, ge=0, strict=True, description="Higher replaces lower; equal is a no-op.")
     tenant: Name
     acl: Acl
     source: str = Field(default="", max_length=2048, description="Where it came from (URL, path).")
