@@ -258,7 +258,7 @@ def ingest(
     if failures:
         table = Table("file", "reason", title="failed", title_style="red")
         for name, reason in failures:
-            table.add_row(name, reason)
+            table.add_row(escape(name), escape(reason))
         console.print(table)
         raise typer.Exit(code=1)
 
@@ -356,7 +356,15 @@ def print_search(body: dict[str, Any]) -> None:
     a fact-check fallback, skipped stages and withheld passages."""
     hits: list[dict[str, Any]] = body["results"]
     table = Table(
-        "#", "document", "section", "bm25", "dense", "fused", "verdict", "text", title=f"“{body['query']}”"
+        "#",
+        "document",
+        "section",
+        "bm25",
+        "dense",
+        "fused",
+        "verdict",
+        "text",
+        title=f"“{escape(body['query'])}”",
     )
     for h in hits:
         s = h["scores"]

@@ -83,11 +83,13 @@ def triton_serve(
     )
     # Handlers first: tritonserver runs in its own session, so a SIGTERM (supervisord stopping the
     # stack) that killed this process during the start-up wait would leave it running, orphaned.
-    stop, ready = threading.Event(), threading.Event()
+    stop, starting = threading.Event(), threading.Event()
+    starting.set()
 
     def on_signal(*_: object) -> None:
         stop.set()
-        if not ready.is_set():
+        if starting.is_set():  # raise once, only to leave the start-up wait; later signals just stop
+            starting.clear()
             raise _StoppedDuringStartError
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -95,16 +97,17 @@ def triton_serve(
     try:
         try:
             server.start()
+            starting.clear()  # a signal before this line still lands in the except below
+            console.print(f"[green]triton ready[/green] grpc 127.0.0.1:{grpc_port}, log {server.log_path}")
         except RampartError as exc:
             raise fail(exc) from exc
         except _StoppedDuringStartError:
             console.print("stopped during start-up")
             return
-        ready.set()
-        console.print(f"[green]triton ready[/green] grpc 127.0.0.1:{grpc_port}, log {server.log_path}")
         while not stop.is_set() and server.proc is not None and server.proc.poll() is None:
             stop.wait(1.0)
     finally:
+        starting.clear()
         server.stop()
     console.print("triton stopped")
 

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from services.common.errors import HTTP_STATUS, ErrorCode, RampartError
 
 MAX_PROBLEMS = 20
+OBJECT_TYPES = ("model_attributes_type", "dict_type", "model_type")  # "the body is not an object"
 SEND_JSON = "send a JSON object with content-type: application/json"
 
 
@@ -33,9 +34,10 @@ def _problem(e: Mapping[str, Any]) -> dict[str, str]:
         }
     if loc == ("body",) and kind == "missing":
         problem = f"request body is missing; {SEND_JSON}"
-    elif loc == ("body",) and isinstance(e.get("input"), bytes | str):  # no or another content-type
+    elif loc == ("body",) and isinstance(e.get("input"), bytes | str) and kind not in OBJECT_TYPES:
+        # no or another content-type: the raw body arrived as text
         problem = f"request body was not read as JSON (content-type missing or not JSON); {SEND_JSON}"
-    elif loc == ("body",) and kind in ("model_attributes_type", "dict_type", "model_type"):
+    elif loc == ("body",) and kind in OBJECT_TYPES:
         problem = f"request body must be a JSON object, not {type(e.get('input')).__name__}; {SEND_JSON}"
     elif isinstance(e.get("input"), bool) and kind in ("int_type", "float_type"):
         value = "true" if e["input"] else "false"

@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from services.common.query_text import check_query
+from services.common.query_text import check_query, has_words
 from services.common.settings import ChainSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import ScoredChunk
@@ -192,7 +192,11 @@ class ChainRetriever:
                 proposals = self.proposer.propose(
                     question, beam.leads, pool, limit=s.beam_width, exclude=beam.asked
                 )
-                candidates += [(beam.score + p.prior, beam, p) for p in proposals if p.prior >= s.min_prior]
+                candidates += [
+                    (beam.score + p.prior, beam, p)
+                    for p in proposals
+                    if p.prior >= s.min_prior and has_words(p.text)  # a wordless one cannot be searched
+                ]
             if not candidates:
                 stopped = "no_proposals"
                 break

@@ -67,8 +67,9 @@ class Orchestrated:
 
 
 def plan_chain(chain: ChainSettings, plan: RoutePlan) -> ChainSettings:
-    """The chain settings for a Complex query of ``plan``'s complexity: its own step limit, if it has one."""
-    if plan.chain_steps is None:
+    """The chain settings for a Complex query of ``plan``'s complexity: its own step limit, if it has one
+    and it is lower (``chain.max_steps`` bounds every chain: 1 turns hops off everywhere)."""
+    if plan.chain_steps is None or plan.chain_steps >= chain.max_steps:
         return chain
     return chain.model_copy(update={"max_steps": plan.chain_steps})
 
@@ -288,7 +289,7 @@ class Orchestrator:
         if crag is not None and crag.grade is Grade.INCORRECT and all(o == "primary" for o in crag.origins):
             return (
                 "retrieval was graded incorrect: no passage clearly answers the question, and no other "
-                "source was searched (see adaptive.grade)"
+                "source added any (see adaptive.grade)"
             )
         if "factcheck" in result.outcome.degraded:
             return "the fact-check did not run (see degraded): the passages are unverified"

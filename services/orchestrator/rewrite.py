@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
+from services.common.query_text import has_words
 from services.factcheck.text import STOP_WORDS, terms
 from services.orchestrator.entities import entity_key, mentions
 from services.orchestrator.fact_graph import FactGraph
@@ -41,6 +42,7 @@ _QUESTION_START = re.compile(
     r"would|will|may|might|must|has|have|had)\b",
     re.I,
 )
+_WH_WORDS = frozenset({"how", "what", "when", "where", "who", "whom", "whose", "why", "which"})
 _PREPOSITION = re.compile(r"^(?:in|for|of|on|at|with|without|during|after|before|from|to)\s+", re.I)
 _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 STANDALONE_TERMS = 2  # content terms from which a follow-up naming no entity stands on its own
@@ -92,7 +94,7 @@ class ConversationalRewriter:
     def _rules(self, query: str, history: Sequence[str], graph: FactGraph) -> Rewrite:
         previous = history[-1]
         m = _ELLIPSIS.match(query)
-        if m and m.group(2) and _QUESTION_START.match(m.group(2).strip()):
+        if m and m.group(2) and _new_question(m.group(2).strip()):
             rest = m.group(2).strip()
             query, m = f"{rest[:1].upper()}{rest[1:]}?", None  # "And how is sick leave handled?"
         if m:
@@ -149,6 +151,8 @@ class ConversationalRewriter:
             old = _YEAR.findall(previous)[-1]
             return Rewrite(previous.replace(old, year.group(0)), "rules", {old: year.group(0)})
         bare = _PREPOSITION.sub("", new_part)
+        if not terms(bare):  # "What about it?", "And that?": the same question again
+            return Rewrite(previous, "rules", {new_part: ""})
         ents = [e for e in mentions(previous) if not _YEAR.fullmatch(e)]
         if ents:
             old = ents[-1]
@@ -185,7 +189,7 @@ class ConversationalRewriter:
             return None
         obj = first_json_object(reply or "")
         text = obj.get("query") if obj else None
-        if not isinstance(text, str) or not text.strip() or len(text) > self.max_chars or "<<<" in text:
+        if not isinstance(text, str) or not has_words(text) or len(text) > self.max_chars or "<<<" in text:
             log.info(
                 "LLM rewrite %s gave no usable query (%d characters)", self.llm.model_id, len(reply or "")
             )
@@ -213,3 +217,13 @@ def _content_runs(text: str) -> list[tuple[int, int]]:
 def _swap(previous: str, span: tuple[int, int], new: str) -> Rewrite:
     old = previous[span[0] : span[1]]
     return Rewrite(previous[: span[0]] + new + previous[span[1] :], "rules", {old: new})
+
+
+def _new_question(rest: str) -> bool:
+    """Whether "And <rest>?" asks a whole new question. A wh-word opens one in any case; an auxiliary
+    only in lower case: "And Will Smith?" and "And May?" are ellipses of the last question."""
+    m = _QUESTION_START.match(rest)
+    if m is None:
+        return False
+    word = m.group(0)
+    return word.lower() in _WH_WORDS or word.islower()

@@ -15,6 +15,7 @@ import logging
 import re
 
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
+from services.common.query_text import has_words
 from services.common.settings import LlmSettings
 from services.factcheck.text import STOP_WORDS, words
 
@@ -72,7 +73,7 @@ def parse_rewrite(reply: str) -> str | None:
     if not isinstance(value, str):
         return None
     value = " ".join(value.split())
-    return value if 0 < len(value) <= MAX_REWRITE_CHARS else None
+    return value if has_words(value) and len(value) <= MAX_REWRITE_CHARS else None
 
 
 class QueryRewriter:

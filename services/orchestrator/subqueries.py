@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
+from services.common.query_text import has_words
 from services.common.settings import LlmSettings, RampartSettings
 from services.common.types import ScoredChunk
 from services.factcheck.text import STOP_WORDS, sentences, terms, words
@@ -245,7 +246,7 @@ def parse_queries(reply: str, limit: int) -> list[str] | None:
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
         return None
     cleaned = [" ".join(q.split()[:MAX_SUBQUERY_WORDS]) for q in queries]
-    out = list(dict.fromkeys(q for q in cleaned if q))[:limit]
+    out = list(dict.fromkeys(q for q in cleaned if has_words(q)))[:limit]
     return out or None
 
 

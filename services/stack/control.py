@@ -171,8 +171,12 @@ def start_stack(
             sup, Addresses.of(settings).gateway_url, expected_stages(settings), settings.stack.ready_timeout_s
         )
     except RampartError as exc:
-        report = sup.startup_report()
-        stop_stack(proc, sup)
+        try:
+            report = sup.startup_report()
+        except Exception as why:  # the report is a courtesy; the shutdown is not
+            report = f"(no start-up report: {why})"
+        finally:
+            stop_stack(proc, sup)
         raise RampartError(exc.code, f"{exc.message}\n{report}", **exc.details) from exc
     except BaseException:
         stop_stack(proc, sup)

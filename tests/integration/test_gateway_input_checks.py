@@ -212,6 +212,8 @@ def test_missing_body_and_non_object_body(api: tuple[TestClient, dict[str, str]]
     assert "request body is missing" in missing["message"]
     listed = error(client.post("/v1/search", content=b'["leave"]', headers=json_headers), 400)
     assert "request body must be a JSON object, not list" in listed["message"]
+    string = error(client.post("/v1/search", content=b'"hello"', headers=json_headers), 400)
+    assert "request body must be a JSON object, not str" in string["message"]
     latin1 = error(client.post("/v1/search", content=b'{"query": "caf\xe9"}', headers=json_headers), 400)
     assert "UTF-8" in latin1["message"]
 

@@ -123,6 +123,9 @@ def test_llm_reply_parsing_is_strict() -> None:
     assert parse_queries('{"queries": [1, 2]}', 4) is None
     assert parse_queries('{"queries": []}', 4) is None
     assert parse_queries("no json here", 4) is None
+    # a sub-query without words cannot be searched (the retriever refuses it): dropped, not sent
+    assert parse_queries('{"queries": ["?", "...", "Ed Wood"]}', 4) == ["Ed Wood"]
+    assert parse_queries('{"queries": ["?!"]}', 4) is None
     long = parse_queries('{"queries": ["' + "word " * 50 + '"]}', 4)
     assert long is not None and len(long[0].split()) == 16
 
@@ -200,6 +203,9 @@ def test_route_plans_bound_the_chain_per_complexity() -> None:
     assert plan_chain(s.chain, s.routing.plans["high"]) is s.chain
     custom = s.routing.plans["high"].model_copy(update={"chain_steps": 3})
     assert plan_chain(s.chain, custom).max_steps == 3 and s.chain.max_steps == 5
+    # a plan only lowers the global limit: chain.max_steps 1 turns hops off for every complexity
+    one = s.chain.model_copy(update={"max_steps": 1})
+    assert plan_chain(one, s.routing.plans["medium"]).max_steps == 1
 
 
 def test_max_steps_one_is_single_shot() -> None:

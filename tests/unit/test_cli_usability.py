@@ -98,6 +98,11 @@ def test_search_table_shows_verdicts_and_text_verbatim() -> None:
     assert "fallback" not in text and "degraded" not in text and "withheld" not in text
 
 
+def test_search_table_title_is_the_query_verbatim() -> None:
+    text = printed(response(query="release [/] freeze [bold]x"))  # used to raise MarkupError
+    assert "release [/] freeze [bold]x" in text
+
+
 def test_search_notes_fallback_degraded_and_withheld() -> None:
     filtered = [
         {"chunk_id": "a#0", "doc_id": "a", "verdict": "adversarial", "score": 0.9, "reason": "x"},

@@ -193,3 +193,13 @@ def test_a_short_follow_up_still_carries_the_focus(dune: tuple[list[str], FactGr
     assert (
         ConversationalRewriter(lexical).rewrite("What is the price?", history, graph).query.endswith("Dune?")
     )
+
+
+def test_names_and_months_after_and_are_ellipses_and_a_wordless_one_repeats() -> None:
+    rw, g = ConversationalRewriter(lexical), FactGraph()
+    # "Will" and "May" open no question here: they are what the last question is now about
+    assert rw.rewrite("And Will Smith?", ["How old is Tom Cruise?"], g).query == "How old is Will Smith?"
+    assert "revenue" in rw.rewrite("And May?", ["What was the revenue in April?"], g).query
+    previous = "How many weeks of parental leave do I get?"
+    for query in ("What about it?", "what about ??"):
+        assert rw.rewrite(query, [previous], g).query == previous
