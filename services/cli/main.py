@@ -432,7 +432,7 @@ def _search(
             return remote.search(query, top_k, fusion or None, tenant or None)
         finally:
             remote.close()
-    from services.gateway.schemas import SearchResponse, to_filtered, to_hits
+    from services.gateway.schemas import to_search_response
     from services.orchestrator.runtime import Runtime
 
     if not tenant:
@@ -444,17 +444,7 @@ def _search(
         outcome = runtime.search.search(query, who, params)
     finally:
         runtime.close()
-    response = SearchResponse(
-        query=query,
-        results=to_hits(outcome.hits),
-        candidates=outcome.candidates,
-        timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
-        degraded=outcome.degraded,
-        filtered=to_filtered(outcome.filtered),
-        factcheck_fallback=outcome.fallback,
-        request_id="",
-    )
-    return response.model_dump(mode="json")
+    return to_search_response(query, outcome).model_dump(mode="json")
 
 
 # ---- eval ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from services.common.verdicts import Judgement, Verdict
 from services.ingest.service import IngestResult
 from services.orchestrator.answer import Answer
 from services.orchestrator.orchestrator import Orchestrated
+from services.retrieval.hybrid import SearchOutcome
 
 
 class ErrorBody(BaseModel):
@@ -366,3 +367,27 @@ def to_adaptive(o: Orchestrated) -> AdaptiveOut:
 
 def to_citations(answer: Answer) -> list[CitationOut]:
     return [CitationOut(**c.model_dump()) for c in answer.citations]
+
+
+def to_search_response(
+    query: str,
+    outcome: SearchOutcome,
+    *,
+    timings_ms: dict[str, float] | None = None,
+    adaptive: AdaptiveOut | None = None,
+    request_id: str = "",
+    trace_id: str | None = None,
+) -> SearchResponse:
+    """The wire form of a search outcome: one place for the server (plain and adaptive) and the CLI."""
+    return SearchResponse(
+        query=query,
+        results=to_hits(outcome.hits),
+        candidates=outcome.candidates,
+        timings_ms={k: round(v, 2) for k, v in (timings_ms or outcome.timings_ms).items()},
+        degraded=outcome.degraded,
+        filtered=to_filtered(outcome.filtered),
+        factcheck_fallback=outcome.fallback,
+        adaptive=adaptive,
+        request_id=request_id,
+        trace_id=trace_id,
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -29,6 +30,7 @@ from services.gateway.schemas import (
     to_citations,
     to_filtered,
     to_hits,
+    to_search_response,
 )
 from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 from services.orchestrator.orchestrator import Ask
@@ -64,15 +66,10 @@ class PipelineService:
                     field="adaptive",
                 )
             done = self.runtime.orchestrator.run(_ask(body, body.query, body.top_k, body.filters), who)
-            o = done.outcome
-            return SearchResponse(
-                query=body.query,
-                results=to_hits(o.hits[: body.top_k]),
-                candidates=o.candidates,
-                timings_ms={k: round(v, 2) for k, v in done.timings_ms.items()},
-                degraded=o.degraded,
-                filtered=to_filtered(o.filtered),
-                factcheck_fallback=o.fallback,
+            return to_search_response(
+                body.query,
+                replace(done.outcome, hits=done.outcome.hits[: body.top_k]),
+                timings_ms=done.timings_ms,
                 adaptive=to_adaptive(done),
                 request_id=call.request_id or "",
                 trace_id=current_trace_id(),
@@ -106,16 +103,8 @@ class PipelineService:
             min_keep=fc.min_keep if fc else None,
         )
         outcome = pipeline.search(body.query, who, params, rerank, factcheck)
-        return SearchResponse(
-            query=body.query,
-            results=to_hits(outcome.hits),
-            candidates=outcome.candidates,
-            timings_ms={k: round(v, 2) for k, v in outcome.timings_ms.items()},
-            degraded=outcome.degraded,
-            filtered=to_filtered(outcome.filtered),
-            factcheck_fallback=outcome.fallback,
-            request_id=call.request_id or "",
-            trace_id=current_trace_id(),
+        return to_search_response(
+            body.query, outcome, request_id=call.request_id or "", trace_id=current_trace_id()
         )
 
     def answer(self, call: PipelineAnswerRequest) -> AnswerResponse:
