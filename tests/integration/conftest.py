@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.cli_server import cli_env
 from tests.integration.redis_server import CeleryWorker, RedisServer
+
+
+@pytest.fixture()
+def env(tmp_path: Path, models_dir: Path) -> dict[str, str]:
+    """The CLI's settings for one test: its own data folder (tests/integration/cli_server.py)."""
+    return cli_env(tmp_path / "data", models_dir)
 
 
 @pytest.fixture(scope="module")

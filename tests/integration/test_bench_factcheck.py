@@ -23,15 +23,6 @@ from tests.integration.redis_server import RedisServer
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture()
-def env(tmp_path: Path, models_dir: Path) -> dict[str, str]:
-    return {
-        "RAMPART_DATA_DIR": str(tmp_path / "data"),
-        "RAMPART_MODELS_DIR": str(models_dir),
-        "RAMPART_LOG_LEVEL": "WARNING",
-    }
-
-
 def run(args: list[str], env: dict[str, str], out: Path) -> dict[str, Any]:
     result = CliRunner().invoke(app, ["bench", "factcheck", *args, "--json", str(out)], env=env)
     assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"

@@ -45,15 +45,6 @@ RESTRICTED = {
 }
 
 
-@pytest.fixture()
-def env(tmp_path: Path, models_dir: Path) -> dict[str, str]:
-    return {
-        "RAMPART_DATA_DIR": str(tmp_path / "data"),
-        "RAMPART_MODELS_DIR": str(models_dir),
-        "RAMPART_LOG_LEVEL": "WARNING",
-    }
-
-
 def run(env: dict[str, str], *args: str) -> str:
     result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output

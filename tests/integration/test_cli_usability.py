@@ -4,23 +4,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
 from services.cli.main import app
-from services.common.net import free_port
 from tests.conftest import REPO
+from tests.integration.cli_server import cli_env, rampart_serve
 from tests.integration.test_cli import run
 
 pytestmark = pytest.mark.integration
@@ -37,15 +31,6 @@ def invoke(env: dict[str, str], *args: str) -> Result:
     return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
 
 
-@pytest.fixture()
-def env(tmp_path: Path, models_dir: Path) -> dict[str, str]:
-    return {
-        "RAMPART_DATA_DIR": str(tmp_path / "data"),
-        "RAMPART_MODELS_DIR": str(models_dir),
-        "RAMPART_LOG_LEVEL": "WARNING",
-    }
-
-
 @dataclass(frozen=True)
 class Served:
     env: dict[str, str]
@@ -56,37 +41,12 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> Iterator[Served]:
     """``rampart serve`` on the samples of both tenants, as a real process on loopback."""
-    data = tmp_path_factory.mktemp("served") / "data"
-    env = {
-        "RAMPART_DATA_DIR": str(data),
-        "RAMPART_MODELS_DIR": str(models_dir),
-        "RAMPART_LOG_LEVEL": "WARNING",
-    }
+    env = cli_env(tmp_path_factory.mktemp("served") / "data", models_dir)
     for tenant in ("acme", "globex"):
         run(env, "ingest", str(REPO / "samples" / tenant), "--tenant", tenant)
     key = run(env, "keys", "create", "--tenant", "acme", "--user", "alice", "--groups", "eng").strip()
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli.main", "serve", "--port", str(port)],
-        env={**os.environ, **env},
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.TransportError):  # not listening yet
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "server exited"
-            assert time.monotonic() < deadline, "server not ready in 60 s"
-            time.sleep(0.3)
+    with rampart_serve(env) as url:
         yield Served(env, url, key)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_search_json_is_the_whole_response_and_the_table_shows_verdicts(served: Served) -> None:

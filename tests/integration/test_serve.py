@@ -2,35 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.cli_server import cli_env, rampart_serve
 
 pytestmark = pytest.mark.integration
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_answers_search_with_acl(tmp_path: Path, models_dir: Path) -> None:
-    env = {
-        **os.environ,
-        "RAMPART_DATA_DIR": str(tmp_path / "data"),
-        "RAMPART_MODELS_DIR": str(models_dir),
-        "RAMPART_LOG_LEVEL": "WARNING",
-    }
+    env = {**os.environ, **cli_env(tmp_path / "data", models_dir)}
     cli = [sys.executable, "-m", "services.cli.main"]
     subprocess.run(
         [*cli, "ingest", str(REPO / "samples" / "acme"), "--tenant", "acme"],
@@ -52,24 +39,7 @@ def test_serve_answers_search_with_acl(tmp_path: Path, models_dir: Path) -> None
         return out.stdout.strip()
 
     alice, bob = key("alice", "eng"), key("bob", "hr")
-    port = free_port()
-    proc = subprocess.Popen(
-        [*cli, "serve", "--port", str(port)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.TransportError):  # not listening yet
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "server exited"
-            assert time.monotonic() < deadline, "server not ready in 60 s"
-            time.sleep(0.3)
+    with rampart_serve(env) as base:
         q = {"query": "What is the salary range for a Staff Engineer (L5)?", "top_k": 20}
         as_bob = httpx.post(
             f"{base}/v1/search", json=q, headers={"Authorization": f"Bearer {bob}"}, timeout=30
@@ -113,6 +83,3 @@ def test_serve_answers_search_with_acl(tmp_path: Path, models_dir: Path) -> None
         )
         assert found.returncode == 0, found.stderr
         assert '"doc_id": "parking.md"' in found.stdout
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
