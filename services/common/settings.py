@@ -408,7 +408,7 @@ class ChainSettings(BaseModel):
     )
     hop_k: int = Field(default=3, ge=1, le=20, description="Results each sub-query contributes (CoRAG: 3)")
     # Chosen on the HotpotQA-500 train half (docs/chain.md): 0.5-0.7 kept all_supporting@2 and @5 and
-    # saved 0.13-0.2 calls per complex query; 0.3-0.4 stopped chains that needed their hop.
+    # saved 0.07-0.16 calls per complex query; 0.3-0.4 stopped chains that needed their hop.
     apart_ratio: float | None = Field(
         default=0.6,
         gt=0.0,
