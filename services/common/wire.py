@@ -33,7 +33,7 @@ from services.common.types import (
 )
 from services.common.verdicts import Judgement, Verdict
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
-from services.retrieval.fusion import Bounds
+from services.retrieval.fusion import Bounds, weights_problem
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 
 M = TypeVar("M", bound=BaseModel)
@@ -407,13 +407,9 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
             raise invalid(f"{name} = {value} must be {bound}", field=name, value=value)
-    for name, weight in m.weights.items():
-        if not np.isfinite(weight) or weight < 0:
-            raise invalid(
-                f"weights[{name!r}] = {weight} must be a finite number >= 0 (0 disables that retriever)",
-                field=f"weights.{name}",
-                value=weight,
-            )
+    problem = weights_problem(dict(m.weights))
+    if problem is not None:
+        raise invalid(problem[1], field=problem[0])
     params = SearchParams(
         top_k=m.top_k,
         method=_reverse(_METHODS, m.method, "method"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from pydantic import BaseModel, Field, StrictFloat, field_validator
@@ -13,6 +12,7 @@ from services.common.verdicts import Judgement, Verdict
 from services.ingest.service import IngestResult
 from services.orchestrator.answer import Answer
 from services.orchestrator.orchestrator import Orchestrated
+from services.retrieval.fusion import weights_problem
 from services.retrieval.hybrid import SearchOutcome
 
 
@@ -62,20 +62,9 @@ class FusionOptions(Strict):
     @classmethod
     def _weights_usable(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
         """A negative or non-finite weight would invert or swamp a retriever's scores in the fusion."""
-        if weights is None:
-            return None
-        for name, w in weights.items():
-            if not math.isfinite(w) or w < 0:
-                raise PydanticCustomError(
-                    "weight_range",
-                    "weights[{name}] = {value} must be a finite number >= 0 (0 disables that retriever)",
-                    {"name": repr(name), "value": w},
-                )
-        if weights and not any(w > 0 for w in weights.values()):
-            raise PydanticCustomError(
-                "weights_all_zero",
-                "every retriever weight is 0; give bm25 or dense a weight > 0",
-            )
+        problem = weights_problem(weights) if weights is not None else None
+        if problem is not None:
+            raise PydanticCustomError("weights_range", problem[1])
         return weights
 
 

@@ -21,6 +21,19 @@ from services.common.errors import invalid
 from services.common.types import FusionMethod
 
 
+def weights_problem(weights: Mapping[str, float]) -> tuple[str, str] | None:
+    """``(field, why)`` when per-retriever fusion weights are unusable, else ``None``: a negative or
+    non-finite weight would invert or swamp a retriever's scores, and all zero leaves nothing to rank
+    by. One rule for the HTTP request model and the gRPC wire."""
+    for name, w in weights.items():
+        if not math.isfinite(w) or w < 0:
+            why = f"weights[{name!r}] = {w} must be a finite number >= 0 (0 disables that retriever)"
+            return f"weights.{name}", why
+    if weights and not any(w > 0 for w in weights.values()):
+        return "weights", "every retriever weight is 0; give bm25 or dense a weight > 0"
+    return None
+
+
 @dataclass(frozen=True)
 class Bounds:
     """Fixed normalisation bounds (e.g. cosine in [0, 1]); ``None`` uses the list's own min/max."""
