@@ -13,7 +13,7 @@ import Stemmer
 
 from services.ingest.sentences import split_sentences
 
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)  # a word token (letters/digits, inner apostrophes)
 
 # Function words and question words: they carry no topic, so neither coverage nor stuffing counts them.
 STOP_WORDS = frozenset(
@@ -34,7 +34,7 @@ _stemmer = Stemmer.Stemmer("english")
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters/digits, inner apostrophes kept)."""
-    return [w.lower() for w in _WORD.findall(text)]
+    return [w.lower() for w in WORD.findall(text)]
 
 
 @lru_cache(maxsize=65536)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
-from services.factcheck.text import STOP_WORDS, terms
+from services.factcheck.text import STOP_WORDS, WORD, terms
 from services.orchestrator.entities import entity_key, mentions
 from services.orchestrator.fact_graph import FactGraph
 
@@ -44,7 +44,6 @@ _QUESTION_START = re.compile(
 )
 _WH_WORDS = frozenset({"how", "what", "when", "where", "who", "whom", "whose", "why", "which"})
 _PREPOSITION = re.compile(r"^(?:in|for|of|on|at|with|without|during|after|before|from|to)\s+", re.I)
-_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 STANDALONE_TERMS = 2  # content terms from which a follow-up naming no entity stands on its own
 MAX_LLM_HISTORY = 6  # turns shown to the model: the rest costs tokens and adds no resolution
 
@@ -201,7 +200,7 @@ def _content_runs(text: str) -> list[tuple[int, int]]:
     """Character spans of maximal runs of non-stop words separated only by spaces ("parental leave")."""
     runs: list[tuple[int, int]] = []
     start = end = -1
-    for m in _TOKEN.finditer(text):
+    for m in WORD.finditer(text):
         if m.group(0).lower() in STOP_WORDS:
             start = -1
             continue

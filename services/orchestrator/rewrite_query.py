@@ -12,12 +12,11 @@ query, the reply or the API key.
 from __future__ import annotations
 
 import logging
-import re
 
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
 from services.common.settings import LlmSettings
-from services.factcheck.text import STOP_WORDS, words
+from services.factcheck.text import STOP_WORDS, WORD, words
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ def rule_rewrite(query: str) -> str:
         if len(kept) >= MAX_TERMS:
             break
     # capitalised words keep their case: BM25 lower-cases anyway, an LLM or a remote engine may not
-    cased = {w.lower(): w for w in re.findall(r"[^\W_]+(?:['’][^\W_]+)?", text) if w[:1].isupper()}
+    cased = {w.lower(): w for w in WORD.findall(text) if w[:1].isupper()}
     out = " ".join(cased.get(w, w) for w in kept)
     return out or text
 
