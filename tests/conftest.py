@@ -17,6 +17,11 @@ from services.retrieval.embedder import Embedder
 REPO = Path(__file__).resolve().parent.parent
 
 
+def flat(text: str) -> str:
+    """Console output with its line wrapping undone, for substring assertions."""
+    return " ".join(text.split())
+
+
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
     path = Path(os.environ.get("RAMPART_MODELS_DIR", REPO / ".rampart" / "models"))

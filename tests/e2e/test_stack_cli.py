@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from services.stack.control import Supervisor
+from tests.conftest import flat
 from tests.e2e.conftest import Stack, stack_env_vars
 
 pytestmark = pytest.mark.e2e
@@ -23,10 +24,6 @@ RAMPART = Path(sys.executable).with_name("rampart")
 
 def rampart(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(RAMPART), *args], env=env, capture_output=True, text=True, timeout=300)
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())  # the console wraps long lines
 
 
 def test_up_beside_a_running_stack_refuses_and_leaves_it_running(stack: Stack) -> None:

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from services.cli.main import app
-from tests.conftest import REPO
+from tests.conftest import REPO, flat
 from tests.integration.cli_server import cli_env, rampart_serve
 from tests.integration.test_cli import run
 
@@ -21,10 +21,6 @@ pytestmark = pytest.mark.integration
 
 # no acme document is about this: the fact-check judges the top results IRRELEVANT and falls back
 OFF_TOPIC = "zebra migration across the savanna"
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())  # the console wraps long lines
 
 
 def invoke(env: dict[str, str], *args: str) -> Result:

@@ -7,14 +7,11 @@ import pytest
 
 from services.cli import ui
 from services.common.errors import ErrorCode, RampartError
+from tests.conftest import flat
 
 pytestmark = pytest.mark.unit
 
 MESSAGE = "file [draft].pdf failed; log: 2026 [INFO] started [/foo] [pid 12]"
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())  # the console wraps long lines
 
 
 def test_fail_prints_the_message_verbatim() -> None:

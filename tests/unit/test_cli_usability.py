@@ -16,6 +16,7 @@ from services.cli.main import app, print_search
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
 from services.ingest.files import discover
+from tests.conftest import flat
 
 pytestmark = pytest.mark.unit
 
@@ -32,10 +33,6 @@ def commands() -> Iterator[tuple[list[str], Any]]:
         if hasattr(cmd, "list_commands"):
             ctx = cmd.context_class(cmd)
             todo += [([*path, name], cmd.get_command(ctx, name)) for name in cmd.list_commands(ctx)]
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 def test_every_command_option_and_argument_has_help() -> None:
