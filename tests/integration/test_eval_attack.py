@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.evaluation.factcheck_tune import GRID
-from tests.integration.test_cli import env, run, write_beir  # noqa: F401  (env is a fixture)
+from tests.integration.test_cli import run, write_beir
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ ATTACKS = {
 }
 
 
-def test_eval_attack_reports_every_figure(env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+def test_eval_attack_reports_every_figure(env: dict[str, str], tmp_path: Path) -> None:
     data = write_beir(tmp_path / "beir")
     attacks = tmp_path / "attacks.json"
     attacks.write_text(json.dumps(ATTACKS))
@@ -54,7 +54,7 @@ def test_eval_attack_reports_every_figure(env: dict[str, str], tmp_path: Path) -
     assert len(caches) == 2 and "-poison-" in caches[1]
 
 
-def test_eval_attack_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+def test_eval_attack_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> None:
     data = write_beir(tmp_path / "beir")
     bad = tmp_path / "bad.json"
     for content, needle in [
@@ -71,7 +71,7 @@ def test_eval_attack_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> N
     assert result.exit_code == 2 and "not found" in " ".join(result.output.split())
 
 
-def test_tune_factcheck_refuses_test_splits_and_prints_settings(env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+def test_tune_factcheck_refuses_test_splits_and_prints_settings(env: dict[str, str], tmp_path: Path) -> None:
     data = write_beir(tmp_path / "beir")
     (data / "qrels" / "train.tsv").write_text((data / "qrels" / "test.tsv").read_text())
     attacks = tmp_path / "attacks.json"

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from tests.integration.test_cli import env, run  # noqa: F401  (env is a fixture)
+from tests.integration.test_cli import run
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ def write_claims(root: Path) -> Path:
     return root
 
 
-def test_eval_claims_reports_confusion_and_per_class_figures(env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+def test_eval_claims_reports_confusion_and_per_class_figures(env: dict[str, str], tmp_path: Path) -> None:
     data = write_claims(tmp_path / "scifact_claims")
     out_json = tmp_path / "claims.json"
     printed = run(env, "eval", "claims", str(data), "--split", "dev", "--json", str(out_json))
@@ -114,7 +114,7 @@ def test_eval_claims_reports_confusion_and_per_class_figures(env: dict[str, str]
     assert r["factcheck"]["backend"] == "inprocess"
 
 
-def test_eval_claims_refuses_the_test_split(env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+def test_eval_claims_refuses_the_test_split(env: dict[str, str], tmp_path: Path) -> None:
     data = write_claims(tmp_path / "scifact_claims")
     result = CliRunner().invoke(app, ["eval", "claims", str(data), "--split", "test"], env=env)
     assert result.exit_code == 2, result.output
