@@ -64,6 +64,11 @@ class IndexSettings(BaseModel):
     hnsw_m: int = Field(default=32, ge=4, le=128, description="HNSW graph degree")
     hnsw_ef_search: int = Field(default=128, ge=8, le=4096, description="HNSW search breadth")
     writer_heap_mb: int = Field(default=128, ge=16, le=4096, description="tantivy writer memory")
+    claim_vectors: bool = Field(
+        default=True,
+        description="Embed each chunk's text without its header too (a second embedding per chunk at "
+        "ingest): the fact-check's planted-copies signal compares these (docs/factcheck.md)",
+    )
 
 
 class FusionSettings(BaseModel):
@@ -228,14 +233,28 @@ class FactCheckSettings(BaseModel):
         default=0.5, ge=0.0, le=1.0, description="Keyword-stuffing score that is ADVERSARIAL"
     )
     duplicate_threshold: float = Field(
-        default=0.78,
+        default=0.84,
         ge=0.0,
         le=1.0,
         description="Embedding cosine within which passages of different documents are near-duplicates "
         "(the DBSCAN radius of the cluster detector)",
     )
     duplicate_min_docs: int = Field(
-        default=4, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
+        default=5, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
+    )
+    copy_threshold: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description="Claim-vector cosine (chunk text without its header) at which another document's "
+        "chunk is a near-copy (the planted-copies detector; needs index.claim_vectors)",
+    )
+    copy_min_docs: int = Field(
+        default=2,
+        ge=0,
+        le=8,
+        description="Other documents with a near-copy that make a passage ADVERSARIAL; 0 = off "
+        "(raise it for corpora full of mirrored or templated pages)",
     )
     untrusted_sources: list[str] = Field(
         default_factory=list, description="Glob patterns over a chunk's source marking it untrusted"

@@ -217,3 +217,10 @@ class ScoredChunk(BaseModel):
     vector: list[float] | None = Field(
         default=None, exclude=True, description="Stored embedding, when the search asked for it (internal)"
     )
+    copy_cosines: list[float] | None = Field(
+        default=None,
+        exclude=True,
+        description="Cosines between this chunk's claim vector (its text without the header) and the "
+        "closest chunk of each other readable document, highest first, when the search asked for them "
+        "(internal; null = not asked or no claim vector stored)",
+    )

@@ -276,12 +276,32 @@ def document_write_to_pb(d: DocumentWrite) -> index_pb2.DocumentWrite:
         source=d.source,
         acl=acl_to_pb(d.acl),
         metadata=metadata_to_pb(d.metadata),
-        chunks=[
-            index_pb2.ChunkWrite(
-                chunk=chunk_to_pb(c.chunk), token_len=c.token_len, vector=vector_to_bytes(c.vector)
-            )
-            for c in d.chunks
-        ],
+        chunks=[chunk_write_to_pb(c) for c in d.chunks],
+    )
+
+
+def chunk_write_to_pb(c: ChunkWrite) -> index_pb2.ChunkWrite:
+    m = index_pb2.ChunkWrite(
+        chunk=chunk_to_pb(c.chunk), token_len=c.token_len, vector=vector_to_bytes(c.vector)
+    )
+    if c.claim_vector is not None:
+        m.claim_vector = vector_to_bytes(c.claim_vector)
+    return m
+
+
+def chunk_write_from_pb(
+    m: index_pb2.ChunkWrite, *, dim: int | None = None, what: str = "chunk"
+) -> ChunkWrite:
+    """Both vectors checked against ``dim``; an unset ``claim_vector`` is ``None`` (not computed)."""
+    return ChunkWrite(
+        chunk=chunk_from_pb(m.chunk),
+        token_len=m.token_len,
+        vector=vector_from_bytes(m.vector, dim=dim, what=f"{what}.vector"),
+        claim_vector=(
+            vector_from_bytes(m.claim_vector, dim=dim, what=f"{what}.claim_vector")
+            if m.HasField("claim_vector")
+            else None
+        ),
     )
 
 
@@ -296,12 +316,7 @@ def document_write_from_pb(m: index_pb2.DocumentWrite, *, dim: int | None = None
         acl=acl_from_pb(m.acl),
         metadata=dict(metadata_from_pb(m.metadata)),
         chunks=[
-            ChunkWrite(
-                chunk=chunk_from_pb(c.chunk),
-                token_len=c.token_len,
-                vector=vector_from_bytes(c.vector, dim=dim, what=f"{m.doc_id}.chunks[{i}].vector"),
-            )
-            for i, c in enumerate(m.chunks)
+            chunk_write_from_pb(c, dim=dim, what=f"{m.doc_id}.chunks[{i}]") for i, c in enumerate(m.chunks)
         ],
     )
 
@@ -356,6 +371,8 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
         m.judgement.CopyFrom(judgement_to_pb(s.judgement))
     if s.vector is not None:
         m.vector = vector_to_bytes(s.vector)
+    if s.copy_cosines is not None:
+        m.copy_cosines.CopyFrom(pb.CopyCosines(values=s.copy_cosines))
     return m
 
 
@@ -367,7 +384,17 @@ def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
         fused=m.fused,
         judgement=judgement_from_pb(m.judgement) if m.HasField("judgement") else None,
         vector=vector_from_bytes(m.vector).tolist() if m.HasField("vector") else None,
+        copy_cosines=list(m.copy_cosines.values) if m.HasField("copy_cosines") else None,
     )
+
+
+def copy_cosines_to_pb(cosines: Mapping[int, list[float]]) -> dict[int, pb.CopyCosines]:
+    """``SearchIndex.copy_cosines``' answer as the ``CopyCosinesResponse.cosines`` map."""
+    return {cid: pb.CopyCosines(values=values) for cid, values in cosines.items()}
+
+
+def copy_cosines_from_pb(cosines: Mapping[int, pb.CopyCosines]) -> dict[int, list[float]]:
+    return {int(cid): list(c.values) for cid, c in cosines.items()}
 
 
 def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> retrieval_pb2.SearchRequest:
@@ -382,6 +409,7 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
         fill_missing=p.fill_missing,
         bounds={k: retrieval_pb2.Bounds(low=b.low, high=b.high) for k, b in p.bounds.items()},
         vectors=p.vectors,
+        copy_depth=p.copy_depth,
     )
     filters = filters_to_pb(p.filters)
     if filters is not None:
@@ -403,6 +431,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         ("top_k", m.top_k, 1, MAX_TOP_K),
         ("candidates", m.candidates, 1, MAX_CANDIDATES),
         ("rrf_k", m.rrf_k, 1, None),
+        ("copy_depth", m.copy_depth, 0, MAX_TOP_K),
     ):
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
@@ -423,6 +452,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         },
         filters=filters_from_pb(m.filters) if m.HasField("filters") else None,
         vectors=m.vectors,
+        copy_depth=m.copy_depth,
     )
     return m.query, principal_from_pb(m.principal), params
 

@@ -202,7 +202,12 @@ def first_stages(
     m = settings.factcheck.depth
     window = max(m, settings.factcheck.context_depth)
     depth = settings.rerank.depth if rerank.enabled else 0
-    params = replace(SearchParams.from_settings(settings.fusion, top_k=max(k, window, depth)), vectors=True)
+    copies = max(m, depth) if settings.factcheck.copy_min_docs > 0 else 0
+    params = replace(
+        SearchParams.from_settings(settings.fusion, top_k=max(k, window, depth)),
+        vectors=True,
+        copy_depth=copies,
+    )
     outcome = retriever.search(q.query, EVAL_PRINCIPAL, params)
     hits = outcome.hits
     topk = _docs(hits[:k])

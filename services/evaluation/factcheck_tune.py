@@ -29,10 +29,13 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever
 
 GRID: dict[str, list[Any]] = {
-    "duplicate_threshold": [0.66, 0.7, 0.74, 0.78, 0.84],
+    "duplicate_threshold": [0.7, 0.74, 0.78, 0.84, 0.9],
     "duplicate_min_docs": [3, 4, 5],
-    "context_depth": [10, 20, 30],
-    # grid 3 settled these (docs/benchmarks.md); grid 4 varies the cluster rule and one of them
+    # grid 4 settled the window (docs/benchmarks.md); grid 5 adds the planted-copies rule (0 = off)
+    "context_depth": [30],
+    "copy_threshold": [0.75, 0.8, 0.85, 0.9],
+    "copy_min_docs": [0, 1, 2, 3],
+    # grid 3 settled these
     "conflict_threshold": [0.8],
     "coverage_threshold": [0.34],
     "relevance_threshold": [0.02, 0.1],

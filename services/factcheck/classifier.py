@@ -36,6 +36,7 @@ from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters, peer_similarity
+from services.factcheck.detectors.planted_copies import planted_copies
 from services.factcheck.evidence import CheckInput, Evidence, bounded_text
 from services.factcheck.model_conflicts import Side
 
@@ -108,6 +109,16 @@ def decide(
             )
         elif clusters[k].score > 0:
             verdicts[k] = (Verdict.ADVERSARIAL, clusters[k].score, clusters[k].evidence + trust_note)
+        elif (
+            copies := planted_copies(
+                item.copy_cosines, threshold=settings.copy_threshold, min_copies=settings.copy_min_docs
+            )
+        ).score > 0:
+            verdicts[k] = (
+                Verdict.ADVERSARIAL,
+                copies.score,
+                f"planted copies — {copies.evidence}{trust_note}",
+            )
         elif s["query_copy"] > 0 and s["query_copy"] >= settings.query_copy_threshold * factor:
             verdicts[k] = (
                 Verdict.ADVERSARIAL,

@@ -50,6 +50,11 @@ class CheckInput(BaseModel):
         description="The passage's stored embedding (from the index); when every passage of a check has "
         "one, the near-duplicate clustering uses them and nothing is embedded again",
     )
+    copy_cosines: list[float] | None = Field(
+        default=None,
+        description="Claim-vector cosines to the closest chunk of each other document, from the index "
+        "(ScoredChunk.copy_cosines); the planted-copies detector reads them. None = not known",
+    )
     embed: bool = Field(
         default=True,
         description="Embed the passage when it carries no vector. A caller holding the stored embedding "

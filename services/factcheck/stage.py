@@ -56,6 +56,7 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         rerank_logit=hit.scores.get("rerank"),
         fused=hit.fused,
         vector=hit.vector,
+        copy_cosines=hit.copy_cosines,
     )
 
 

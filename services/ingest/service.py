@@ -67,12 +67,19 @@ def content_hash(doc: Document) -> str:
 
 class IngestService:
     def __init__(
-        self, index: SearchIndex, embedder: Embedder, chunker: Chunker, *, max_document_bytes: int
+        self,
+        index: SearchIndex,
+        embedder: Embedder,
+        chunker: Chunker,
+        *,
+        max_document_bytes: int,
+        claim_vectors: bool = True,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.chunker = chunker
         self.max_document_bytes = max_document_bytes
+        self.claim_vectors = claim_vectors
         # One batch at a time: the version check and the write must not interleave with another
         # batch's (v3 then v2 must never end with v2). Embedding saturates the cores anyway;
         # searches never take this lock.
@@ -88,6 +95,7 @@ class IngestService:
             embedder,
             build_chunker(settings.chunking, embedder),
             max_document_bytes=settings.gateway.max_document_bytes,
+            claim_vectors=settings.index.claim_vectors,
         )
 
     def ingest(
@@ -231,8 +239,11 @@ class IngestService:
     def _embed_and_write(self, writes: list[tuple[int, Document, list[Chunk], str]]) -> None:
         flat = [c for _, _, chunks, _ in writes for c in chunks]
         texts = [c.indexed_text for c in flat]
-        with stage_span("rampart.ingest.embed", chunks=len(texts)):
-            vectors = self.embedder.embed(texts)
+        # claim vectors: the text alone, for near-copy detection (ChunkWrite); one batched call for both
+        claims = [c.text for c in flat] if self.claim_vectors else []
+        with stage_span("rampart.ingest.embed", chunks=len(texts), claim_vectors=bool(claims)):
+            both = self.embedder.embed(texts + claims)
+        vectors, claim_vectors = both[: len(texts)], both[len(texts) :]
         lengths = self.index.token_lengths(texts)  # one call for the batch: one RPC for a remote index
         row = 0
         batch: list[DocumentWrite] = []
@@ -241,7 +252,8 @@ class IngestService:
             trust = str(doc.metadata.get("trust", ""))[:64]  # the fact-check's source-trust signal
             for c in chunks:
                 c = c.model_copy(update={"trust": trust}) if trust else c
-                filled.append(ChunkWrite(c, lengths[row], vectors[row]))
+                claim = claim_vectors[row] if claims else None
+                filled.append(ChunkWrite(c, lengths[row], vectors[row], claim))
                 row += 1
             batch.append(
                 DocumentWrite(

@@ -37,6 +37,7 @@ class FactCheckOptions:
     min_keep: int
     deadline_s: float
     context_depth: int = 0  # results down to this rank are near-duplicate peers of the judged ones
+    copies: bool = False  # ask the index for claim-vector near-copies of the judged results
 
 
 class SearchPipeline:
@@ -88,6 +89,7 @@ class SearchPipeline:
             min_keep=min_keep if min_keep is not None else d.min_keep,
             deadline_s=d.deadline_ms / 1000.0,
             context_depth=d.context_depth,
+            copies=d.copy_min_docs > 0,
         )
 
     def search(
@@ -105,11 +107,20 @@ class SearchPipeline:
         judge = max(fc.depth, wanted) if fc.enabled else 0
         peers = fc.context_depth if fc.enabled else 0
         need = max(wanted, opts.depth if opts.enabled else 0, judge, peers)
+        # the judged results come from the reranked head: every one of them may need its near-copies
+        copy_depth = max(judge, opts.depth if opts.enabled else 0) if fc.enabled and fc.copies else 0
         with stage_span("rampart.search", top_k=wanted) as span:
             # the fact-check clusters results by their stored embeddings instead of embedding them again
             with stage_span("rampart.retrieve", depth=need) as rs:
                 outcome = self.retriever.search(
-                    query, principal, replace(params, top_k=need, vectors=params.vectors or fc.enabled)
+                    query,
+                    principal,
+                    replace(
+                        params,
+                        top_k=need,
+                        vectors=params.vectors or fc.enabled,
+                        copy_depth=max(params.copy_depth, copy_depth),
+                    ),
                 )
                 rs.set_attributes(
                     {

@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     chunk_json TEXT NOT NULL,
     token_len INTEGER NOT NULL DEFAULT 0,
     vector BLOB NOT NULL,
+    claim_vector BLOB,
     UNIQUE (tenant, doc_id, ordinal)
 );
 CREATE INDEX IF NOT EXISTS chunks_by_doc ON chunks (tenant, doc_id);
@@ -68,11 +69,14 @@ class StoredChunk:
 
 @dataclass(frozen=True)
 class ChunkWrite:
-    """A chunk ready to store: its analysed length (for BM25) and its embedding."""
+    """A chunk ready to store: its analysed length (for BM25), its embedding (header + text, what
+    dense search compares) and its *claim vector* (the text alone, what near-copy detection compares:
+    the header makes every chunk of one subject look alike). ``None``: no claim vector (not computed)."""
 
     chunk: Chunk
     token_len: int
     vector: npt.NDArray[np.float32]
+    claim_vector: npt.NDArray[np.float32] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,9 @@ class DocStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}
+        if "claim_vector" not in columns:  # a store written before claim vectors existed
+            self._db.execute("ALTER TABLE chunks ADD COLUMN claim_vector BLOB")
         self._lock = threading.RLock()
 
     def close(self) -> None:
@@ -190,8 +197,8 @@ class DocStore:
                 )
                 for cw in d.chunks:
                     cur = db.execute(
-                        "INSERT INTO chunks (tenant, doc_id, ordinal, chunk_json, token_len, vector) "
-                        "VALUES (?,?,?,?,?,?)",
+                        "INSERT INTO chunks (tenant, doc_id, ordinal, chunk_json, token_len, vector, "
+                        "claim_vector) VALUES (?,?,?,?,?,?,?)",
                         (
                             d.tenant,
                             d.doc_id,
@@ -199,6 +206,9 @@ class DocStore:
                             cw.chunk.model_dump_json(),
                             cw.token_len,
                             np.ascontiguousarray(cw.vector, dtype=np.float32).tobytes(),
+                            None
+                            if cw.claim_vector is None
+                            else np.ascontiguousarray(cw.claim_vector, dtype=np.float32).tobytes(),
                         ),
                     )
                     assert cur.lastrowid is not None
@@ -303,6 +313,52 @@ class DocStore:
                     part,
                 ):
                     out[cid] = np.frombuffer(blob, dtype=np.float32, count=dim)
+        return out
+
+    def get_claim_vectors(self, cids: Sequence[int], dim: int) -> dict[int, npt.NDArray[np.float32]]:
+        """Claim vectors of the chunks that have one (see :class:`ChunkWrite`)."""
+        out: dict[int, npt.NDArray[np.float32]] = {}
+        with self._lock:
+            for start in range(0, len(cids), 500):
+                part = list(cids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, blob in self._db.execute(
+                    f"SELECT cid, claim_vector FROM chunks WHERE cid IN ({marks}) AND claim_vector IS NOT NULL",
+                    part,
+                ):
+                    out[cid] = np.frombuffer(blob, dtype=np.float32, count=dim)
+        return out
+
+    def iter_claim_vectors(self, batch: int = 1000) -> Iterator[list[tuple[int, bytes]]]:
+        """``(cid, claim vector bytes)`` of every live chunk that has one, in id order (rebuilds)."""
+        last = -1
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT cid, claim_vector FROM chunks WHERE cid > ? AND claim_vector IS NOT NULL "
+                    "ORDER BY cid LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            yield [(int(r[0]), bytes(r[1])) for r in rows]
+            last = rows[-1][0]
+
+    def claim_cids(self) -> set[int]:
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT cid FROM chunks WHERE claim_vector IS NOT NULL")}
+
+    def doc_ids(self, cids: Sequence[int]) -> dict[int, str]:
+        """The document of each chunk (absent: no such chunk)."""
+        out: dict[int, str] = {}
+        with self._lock:
+            for start in range(0, len(cids), 500):
+                part = list(cids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, doc_id in self._db.execute(
+                    f"SELECT cid, doc_id FROM chunks WHERE cid IN ({marks})", part
+                ):
+                    out[cid] = doc_id
         return out
 
     def iter_all_chunks(self, batch: int = 1000) -> Iterator[list[tuple[int, Chunk, int, bytes, str]]]:

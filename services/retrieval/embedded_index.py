@@ -17,18 +17,22 @@ import filelock
 import numpy as np
 import numpy.typing as npt
 
-from services.common.errors import ErrorCode, RampartError
+from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import IndexSettings
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
 from services.retrieval.doc_store import DocStore, DocumentWrite
-from services.retrieval.index import Hits
+from services.retrieval.index import MAX_COPY_LIMIT, Hits
 from services.retrieval.vector_index import FaissVectorIndex
 
 log = logging.getLogger(__name__)
 
 RESCORE_DEPTH = 4  # candidates per wanted hit when k1/b differ from tantivy's built-ins
 RESCORE_MIN = 200
+# copy_cosines searches limit * FACTOR + EXTRA claim vectors per chunk (other chunks of its own
+# document and several chunks of one other document are dropped from what it finds)
+COPY_SEARCH_FACTOR = 4
+COPY_SEARCH_EXTRA = 8
 
 
 class EmbeddedIndex:
@@ -41,6 +45,14 @@ class EmbeddedIndex:
         self.bm25_index = TantivyBm25Index(root / "bm25", heap_mb=settings.writer_heap_mb)
         self.vectors = FaissVectorIndex(
             root / "vectors.faiss",
+            dim,
+            kind=settings.vector_kind,
+            hnsw_m=settings.hnsw_m,
+            ef_search=settings.hnsw_ef_search,
+        )
+        # claim vectors (chunk text without its header), searched only for near-copies of a result
+        self.claims = FaissVectorIndex(
+            root / "claims.faiss",
             dim,
             kind=settings.vector_kind,
             hnsw_m=settings.hnsw_m,
@@ -102,6 +114,12 @@ class EmbeddedIndex:
                 log.warning("vector index differs from the store; rebuilding", extra={"chunks": len(truth)})
                 self._rebuild_vectors()
                 fixed["vectors_rebuilt"] = 1
+            claim_truth = self.store.claim_cids()
+            claim_ids = self.claims.ids()
+            if claim_ids != claim_truth if self.claims.kind == "flat" else not claim_truth <= claim_ids:
+                log.warning("claim-vector index differs from the store; rebuilding")
+                self._rebuild_claims()
+                fixed["claims_rebuilt"] = 1
             fixed["settled"] = self._settle_pending()
             self._generation += 1
             return fixed
@@ -122,6 +140,13 @@ class EmbeddedIndex:
             mat = np.stack([np.frombuffer(r[3], dtype=np.float32, count=self.dim) for r in rows])
             self.vectors.add(cids, mat)
         self.vectors.save()
+
+    def _rebuild_claims(self) -> None:
+        self.claims.reset()
+        for rows in self.store.iter_claim_vectors():
+            mat = np.stack([np.frombuffer(blob, dtype=np.float32, count=self.dim) for _, blob in rows])
+            self.claims.add([cid for cid, _ in rows], mat)
+        self.claims.save()
 
     def _settle_pending(self) -> int:
         pending = self.store.pending_documents()
@@ -169,9 +194,20 @@ class EmbeddedIndex:
             )
             self.bm25_index.commit()
             self.vectors.remove(removed)
+            self.claims.remove(removed)
             if flat:
                 self.vectors.add(added, np.stack([cw.vector for _, cw in flat]).astype(np.float32))
+                claimed = [
+                    (cid, cw.claim_vector)
+                    for cid, (_, cw) in zip(added, flat, strict=True)
+                    if cw.claim_vector is not None
+                ]
+                if claimed:
+                    self.claims.add(
+                        [c for c, _ in claimed], np.stack([v for _, v in claimed]).astype(np.float32)
+                    )
             self.vectors.save()
+            self.claims.save()
             self.store.mark_many([(d.tenant, d.doc_id) for d in docs], DocumentState.INDEXED)
             self._generation += 1
 
@@ -185,6 +221,8 @@ class EmbeddedIndex:
             self.bm25_index.commit()
             self.vectors.remove(removed)
             self.vectors.save()
+            self.claims.remove(removed)
+            self.claims.save()
             self._generation += 1
             return True
 
@@ -285,6 +323,33 @@ class EmbeddedIndex:
 
     def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
         return self.store.get_vectors(cids, self.dim)
+
+    def copy_cosines(self, cids: Sequence[int], principal: Principal, limit: int) -> dict[int, list[float]]:
+        if not 1 <= limit <= MAX_COPY_LIMIT:
+            raise invalid(
+                f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
+            )
+        mine = self.store.get_claim_vectors(list(cids), self.dim)
+        if not mine:
+            return {}
+        order = [c for c in cids if c in mine]
+        # a document may have many close chunks of its own: look deep enough to still see ``limit``
+        # other documents after dropping them and the duplicates of one document
+        depth = limit * COPY_SEARCH_FACTOR + COPY_SEARCH_EXTRA
+        found = self.claims.search_many(
+            np.stack([mine[c] for c in order]), self._allowed(principal, None), depth
+        )
+        doc_of = self.store.doc_ids(list({n for hits in found for n, _ in hits} | set(order)))
+        out: dict[int, list[float]] = {}
+        for cid, hits in zip(order, found, strict=True):
+            best: dict[str, float] = {}
+            for other, cos in hits:
+                doc = doc_of.get(other)
+                if doc is None or doc == doc_of.get(cid):
+                    continue
+                best[doc] = max(best.get(doc, -1.0), cos)
+            out[cid] = sorted(best.values(), reverse=True)[:limit]
+        return out
 
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
         return {cid: sc.chunk for cid, sc in self.store.get_chunks(cids).items()}

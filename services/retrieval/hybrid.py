@@ -22,6 +22,10 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, fuse
 from services.retrieval.index import SearchIndex
 
+# other documents whose claim-vector cosine is reported per result (the fact-check counts those above
+# its threshold; more than a handful of copies adds nothing to the decision)
+COPY_LIMIT = 8
+
 
 @dataclass(frozen=True)
 class SearchParams:
@@ -37,6 +41,9 @@ class SearchParams:
     filters: SearchFilters | None = None
     # attach each result's stored embedding (the fact-check's near-duplicate clustering reads them)
     vectors: bool = False
+    # the top ``copy_depth`` results get ``copy_cosines`` (claim-vector cosines to the closest other
+    # documents): the fact-check's planted-copies signal; 0 = none
+    copy_depth: int = 0
 
     @classmethod
     def from_settings(
@@ -140,6 +147,12 @@ class HybridRetriever:
         )[: params.top_k]
         chunks = self.index.chunks([f.key for f in fused])
         stored = self.index.stored_vectors([f.key for f in fused]) if params.vectors else {}
+        copies: dict[int, list[float]] = {}
+        if params.copy_depth > 0:
+            t1 = time.perf_counter()
+            head = [f.key for f in fused[: params.copy_depth] if f.key in chunks]
+            copies = self.index.copy_cosines(head, principal, COPY_LIMIT)
+            timings["copies"] = (time.perf_counter() - t1) * 1000
         raw = {name: dict(hits) for name, hits in lists.items()}
         rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
         hits = [
@@ -149,11 +162,12 @@ class HybridRetriever:
                 ranks={name: rank_of[name].get(f.key) for name in lists},
                 fused=f.score,
                 vector=[float(x) for x in stored[f.key]] if f.key in stored else None,
+                copy_cosines=copies.get(f.key),
             )
             for f in fused
             if f.key in chunks
         ]
-        timings["fuse"] = (time.perf_counter() - t0) * 1000
+        timings["fuse"] = (time.perf_counter() - t0) * 1000 - timings.get("copies", 0.0)
         return SearchOutcome(hits=hits, timings_ms=timings, candidates=found)
 
     def _fill(

@@ -17,6 +17,7 @@ from services.common.types import Chunk, DocumentState, DocumentStatus, Principa
 from services.retrieval.doc_store import DocumentWrite
 
 Hits = list[tuple[int, float]]
+MAX_COPY_LIMIT = 64  # copy_cosines: cosines per chunk (one per other document)
 
 
 class SearchIndex(Protocol):
@@ -78,6 +79,12 @@ class SearchIndex(Protocol):
 
     def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
         """Stored embeddings of chunks (what dense search compares): later stages reuse them."""
+        ...
+
+    def copy_cosines(self, cids: Sequence[int], principal: Principal, limit: int) -> dict[int, list[float]]:
+        """For each chunk with a claim vector: the cosines between it and the claim vector of the
+        closest chunk of each *other* document ``principal`` may read, highest first, at most
+        ``limit``. Chunks without a claim vector are absent. Callers pass only ids they may read."""
         ...
 
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]: ...

@@ -16,12 +16,14 @@ from services.common import wire
 from services.common.errors import invalid
 from services.common.grpc_server import run_blocking
 from services.common.types import Principal
-from services.retrieval.index import SearchIndex
+from services.retrieval.index import MAX_COPY_LIMIT, SearchIndex
 
 MAX_LIMIT = 100_000
 
 
-def principal_of(request: index_pb2.Bm25Request | index_pb2.DenseRequest) -> Principal:
+def principal_of(
+    request: index_pb2.Bm25Request | index_pb2.DenseRequest | index_pb2.CopyCosinesRequest,
+) -> Principal:
     """The request's principal; a search without one is refused (reads are always scoped)."""
     if not request.HasField("principal"):
         raise invalid("principal is required: every read is evaluated as a caller", field="principal")
@@ -151,6 +153,20 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         return index_pb2.StoredVectorsResponse(
             vectors={k: wire.vector_to_bytes(v) for k, v in stored.items()}
         )
+
+    async def CopyCosines(
+        self, request: index_pb2.CopyCosinesRequest, context: grpc.aio.ServicerContext
+    ) -> index_pb2.CopyCosinesResponse:
+        principal = principal_of(request)
+        limit = request.limit
+        if not 1 <= limit <= MAX_COPY_LIMIT:
+            raise invalid(
+                f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
+            )
+        cosines = await run_blocking(
+            self.executor, self.index.copy_cosines, list(request.cids), principal, limit
+        )
+        return index_pb2.CopyCosinesResponse(cosines=wire.copy_cosines_to_pb(cosines))
 
     async def Chunks(
         self, request: index_pb2.ChunkIdsRequest, context: grpc.aio.ServicerContext

@@ -166,6 +166,13 @@ class RemoteIndex:
         )
         return {int(k): wire.vector_from_bytes(v) for k, v in reply.vectors.items()}
 
+    def copy_cosines(self, cids: Sequence[int], principal: Principal, limit: int) -> dict[int, list[float]]:
+        request = index_pb2.CopyCosinesRequest(
+            cids=list(cids), principal=wire.principal_to_pb(principal), limit=limit
+        )
+        reply = self._caller.call(self._stub.CopyCosines, request, idempotent=True)
+        return wire.copy_cosines_from_pb(reply.cosines)
+
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
         if not cids:
             return {}

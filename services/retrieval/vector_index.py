@@ -98,8 +98,14 @@ class FaissVectorIndex:
         self, vector: npt.NDArray[np.float32], allowed: npt.NDArray[np.int64], limit: int
     ) -> list[tuple[int, float]]:
         """Top ``limit`` ``(cid, cosine)`` among ``allowed`` ids only (filter inside the search)."""
-        if limit <= 0 or allowed.size == 0 or self._index.ntotal == 0:
-            return []
+        return self.search_many(vector.reshape(1, -1), allowed, limit)[0]
+
+    def search_many(
+        self, vectors: npt.NDArray[np.float32], allowed: npt.NDArray[np.int64], limit: int
+    ) -> list[list[tuple[int, float]]]:
+        """:meth:`search` for each row of ``vectors`` in one faiss call (one selector, one scan)."""
+        if limit <= 0 or allowed.size == 0 or self._index.ntotal == 0 or not len(vectors):
+            return [[] for _ in range(len(vectors))]
         selector = faiss.IDSelectorBatch(allowed)
         if self.kind == "hnsw":
             params = faiss.SearchParametersHNSW(sel=selector, efSearch=self._ef_search)
@@ -108,6 +114,9 @@ class FaissVectorIndex:
         k = min(limit, int(allowed.size))
         with self._lock:
             scores, ids = self._index.search(
-                np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32), k, params=params
+                np.ascontiguousarray(vectors, dtype=np.float32), k, params=params
             )
-        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+        return [
+            [(int(i), float(s)) for i, s in zip(row_ids, row_scores, strict=True) if i >= 0]
+            for row_ids, row_scores in zip(ids, scores, strict=True)
+        ]

@@ -128,14 +128,23 @@ def verdicts(outcome: CheckOutcome) -> dict[str, Verdict]:
     return {j.chunk_id: j.verdict for j in outcome.judgements}
 
 
+# The contract exercises the in-ranking cluster rule with four paraphrases; the shipped defaults keep
+# that rule for tighter, larger groups (planted copies are caught corpus-wide), so pin it here.
+CLUSTER = {"duplicate_threshold": 0.78, "duplicate_min_docs": 4}
+
+
 def make_checker(server: RedisServer, models_dir: Path, embedder: Embedder) -> CeleryFactChecker:
-    return CeleryFactChecker.from_settings(celery_settings(server, models_dir), embedder)
+    s = celery_settings(server, models_dir)
+    s = s.model_copy(update={"factcheck": s.factcheck.model_copy(update=CLUSTER)})
+    return CeleryFactChecker.from_settings(s, embedder)
 
 
 # ---- fixtures --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def in_process(embedder: Embedder, models_dir: Path) -> Iterator[InProcessFactChecker]:
-    checker = InProcessFactChecker(embedder, RampartSettings(models_dir=models_dir).factcheck)
+    checker = InProcessFactChecker(
+        embedder, RampartSettings(models_dir=models_dir).factcheck.model_copy(update=CLUSTER)
+    )
     yield checker
     checker.close()
 

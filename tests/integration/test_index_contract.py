@@ -45,12 +45,14 @@ def doc(
     version: int = 1,
     metadata: dict | None = None,
     analyze: Callable[[str], int] = lambda s: len(s.split()),
+    claims: list[str] | None = None,
 ) -> DocumentWrite:
     chunks = [
         ChunkWrite(
             Chunk(chunk_id=f"{doc_id}#{i}", doc_id=doc_id, tenant=tenant, ordinal=i, text=t, version=version),
             analyze(t),
             vec(t),
+            vec(claims[i]) if claims is not None else None,
         )
         for i, t in enumerate(texts)
     ]
@@ -256,3 +258,90 @@ def test_token_lengths_batch_matches_single(make_index: Callable[[], SearchIndex
     assert ix.token_lengths(texts) == [ix.token_length(t) for t in texts]
     assert ix.token_lengths(texts)[0] > 0
     assert ix.token_lengths([]) == []
+
+
+def claimed(doc_id: str, claim: str, **kw: object) -> DocumentWrite:
+    """A one-chunk document whose claim vector is ``claim``'s (its dense vector is its own text's)."""
+    return doc(doc_id, [f"tok{doc_id} says {claim}"], claims=[claim], **kw)  # type: ignore[arg-type]
+
+
+def cid_of(ix: SearchIndex, doc_id: str, ordinal: int = 0) -> int:
+    hits = ix.bm25(f"tok{doc_id}", ALICE, 50)
+    return next(
+        c
+        for c, ch in ix.chunks([h[0] for h in hits]).items()
+        if ch.doc_id == doc_id and ch.ordinal == ordinal
+    )
+
+
+def test_copy_cosines_count_other_readable_documents_once(make_index: Callable[[], SearchIndex]) -> None:
+    ix = make_index()
+    claim = "the moon is made of green cheese"
+    ix.write(
+        [
+            doc(
+                "a", ["toka says first", "toka says second"], claims=[claim, claim]
+            ),  # its own copy never counts
+            claimed("b", claim),
+            claimed("c", "the moon is made of green cheese indeed"),
+            claimed("d", "payroll runs on the last friday"),
+            claimed("e", claim, groups=["hr"]),  # alice may not read it
+            claimed("f", claim, tenant="t2"),  # another tenant
+            doc("g", ["tokg says nothing claimed"]),  # no claim vector
+        ]
+    )
+    a0, g0 = cid_of(ix, "a"), cid_of(ix, "g")
+    got = ix.copy_cosines([a0, g0], ALICE, 8)
+    assert set(got) == {a0}  # g has no claim vector
+    cosines = got[a0]
+    assert len(cosines) == 3  # b, c, d: one per other readable document of the tenant
+    assert cosines == sorted(cosines, reverse=True)
+    assert cosines[0] == pytest.approx(1.0, abs=1e-5)  # b: the same claim
+    assert cosines[1] == pytest.approx(
+        float(vec(claim) @ vec("the moon is made of green cheese indeed")), abs=1e-5
+    )
+    assert ix.copy_cosines([a0], ALICE, 1) == {a0: [pytest.approx(1.0, abs=1e-5)]}
+    bob = ix.copy_cosines([a0], BOB, 8)[a0]  # bob (hr) reads e too
+    assert len(bob) == 4
+    assert ix.copy_cosines([], ALICE, 8) == {}
+    for bad in (0, 65):
+        with pytest.raises(RampartError, match=f"limit = {bad}"):
+            ix.copy_cosines([a0], ALICE, bad)
+    ix.delete("t1", "b")
+    assert len(ix.copy_cosines([a0], ALICE, 8)[a0]) == 2
+
+
+def test_claim_vectors_survive_reopen_and_rebuild(
+    make_index: Callable[[], SearchIndex], tmp_path: Path
+) -> None:
+    ix = make_index()
+    ix.write([claimed("a", "one claim"), claimed("b", "one claim")])
+    a0 = cid_of(ix, "a")
+    ix2 = make_index()
+    assert ix2.copy_cosines([a0], ALICE, 8)[a0] == [pytest.approx(1.0, abs=1e-5)]
+    claims = tmp_path / "index" / "claims.faiss"
+    assert claims.exists()
+    claims.unlink()  # (the open index keeps its copy in memory; the next open reads the store)
+    ix3 = make_index()  # reconcile rebuilds the claim index from the store
+    assert ix3.copy_cosines([a0], ALICE, 8)[a0] == [pytest.approx(1.0, abs=1e-5)]
+
+
+def test_store_written_before_claim_vectors_opens(tmp_path: Path) -> None:
+    import sqlite3
+
+    root = tmp_path / "old"
+    root.mkdir()
+    db = sqlite3.connect(root / "store.sqlite3")
+    db.execute(
+        "CREATE TABLE chunks (cid INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, doc_id TEXT NOT NULL, "
+        "ordinal INTEGER NOT NULL, chunk_json TEXT NOT NULL, token_len INTEGER NOT NULL DEFAULT 0, "
+        "vector BLOB NOT NULL, UNIQUE (tenant, doc_id, ordinal))"
+    )
+    db.commit()
+    db.close()
+    ix = EmbeddedIndex.open(root, dim=DIM)
+    try:
+        ix.write([claimed("a", "x y"), doc("b", ["b text"])])
+        assert ix.copy_cosines([cid_of(ix, "a")], ALICE, 8) == {cid_of(ix, "a"): []}
+    finally:
+        ix.close()

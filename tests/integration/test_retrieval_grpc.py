@@ -51,6 +51,9 @@ DOCS = [
 ]
 
 
+NO_CLAIM = "vpn"  # written without a claim vector: absent from copy cosines, never a copy of anything
+
+
 def writes(embedder: Embedder, index: RemoteIndex) -> list[DocumentWrite]:
     texts = [t for *_, t in DOCS]
     vectors = embedder.embed(texts)
@@ -70,6 +73,7 @@ def writes(embedder: Embedder, index: RemoteIndex) -> list[DocumentWrite]:
                     Chunk(chunk_id=f"{doc_id}#0", doc_id=doc_id, tenant=tenant, ordinal=0, text=text),
                     lengths[i],
                     vectors[i],
+                    claim_vector=None if doc_id == NO_CLAIM else vectors[i],  # no header: text alone
                 )
             ],
         )
@@ -141,6 +145,51 @@ def test_vectors_travel_when_asked(served: Served, embedder: Embedder, remote: R
     got = remote.search("vpn token", ALICE, params)
     assert [h.vector for h in got.hits] == [h.vector for h in want.hits]
     assert got.hits[0].vector is not None and len(got.hits[0].vector) == embedder.dim
+
+
+def test_copy_cosines_rpc_equals_local_and_checks_its_input(served: Served) -> None:
+    index = RemoteIndex.connect(served.address, RemoteSettings())
+    every = {cid for p in (ALICE, BOB, EVE) for cid, _ in index.bm25("salary laptop leave vpn weeks", p, 10)}
+    cid_of = {c.doc_id: cid for cid, c in index.chunks(sorted(every)).items()}
+    cids = [cid_of[d] for d in ("leave", "vpn", "salary", "laptop", "globex-leave")]
+    for principal in (ALICE, BOB, EVE):
+        for limit in (1, 2, 64):
+            got = index.copy_cosines(cids, principal, limit)
+            assert got == served.index.copy_cosines(cids, principal, limit)
+            assert cid_of[NO_CLAIM] not in got and set(got) == set(cids) - {cid_of[NO_CLAIM]}
+            assert all(len(v) <= limit and v == sorted(v, reverse=True) for v in got.values())
+    # alice reads leave, vpn (no claim vector) and laptop: one other document for leave
+    leave, laptop = cid_of["leave"], cid_of["laptop"]
+    alice = index.copy_cosines([leave], ALICE, 8)[leave]
+    claim_cosine = index.cosine(index.stored_vectors([laptop])[laptop], [leave])[leave]  # claim = stored here
+    assert len(alice) == 1 and alice[0] == pytest.approx(claim_cosine, abs=1e-5)
+    assert len(index.copy_cosines([cid_of["leave"]], BOB, 8)[cid_of["leave"]]) == 1  # salary
+    assert index.copy_cosines([cid_of["globex-leave"]], EVE, 8) == {cid_of["globex-leave"]: []}  # set, empty
+    assert index.copy_cosines([], ALICE, 8) == {}
+    for limit in (0, 65, -1):
+        with pytest.raises(RampartError) as err:
+            index.copy_cosines(cids, ALICE, limit)
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT and err.value.details["value"] == limit
+    channel = open_channel(served.address)
+    with pytest.raises(grpc.RpcError) as no_principal:
+        index_pb2_grpc.IndexServiceStub(channel).CopyCosines(
+            index_pb2.CopyCosinesRequest(cids=cids, limit=3), timeout=5
+        )
+    assert no_principal.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "principal is required" in no_principal.value.details()
+    channel.close()
+    index.close()
+
+
+def test_copy_cosines_travel_when_asked(served: Served, embedder: Embedder, remote: RemoteRetriever) -> None:
+    params = replace(SearchParams.from_settings(FusionSettings(), top_k=4, candidates=10), copy_depth=2)
+    want = HybridRetriever(served.index, embedder).search("parental leave weeks laptop", ALICE, params)
+    got = remote.search("parental leave weeks laptop", ALICE, params)
+    assert [h.copy_cosines for h in got.hits] == [h.copy_cosines for h in want.hits]
+    assert len(got.hits) == 3 and all(h.copy_cosines is None for h in got.hits[2:])
+    assert any(h.copy_cosines for h in got.hits[:2])
+    plain = remote.search("parental leave weeks laptop", ALICE, replace(params, copy_depth=0))
+    assert all(h.copy_cosines is None for h in plain.hits)
 
 
 def test_acl_and_tenant_hold_remotely(remote: RemoteRetriever) -> None:

@@ -8,6 +8,7 @@ import pytest
 from services.factcheck.detectors.claims import claim_conflict, extract_claims
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters
+from services.factcheck.detectors.planted_copies import planted_copies
 from services.factcheck.detectors.query_copy import detect_query_copy, longest_common_run
 from services.factcheck.detectors.source_trust import detect_untrusted
 from services.factcheck.detectors.stuffing import detect_stuffing
@@ -134,3 +135,13 @@ def test_strip_coverage_counts_the_title() -> None:
     assert cov == 1.0
     assert "1875" in strip
     assert strip_coverage("parental leave weeks", "", "The cafeteria opens at nine.")[0] == 0.0
+
+
+def test_planted_copies_needs_enough_close_documents() -> None:
+    assert planted_copies(None, threshold=0.8, min_copies=2).score == 0
+    assert planted_copies([], threshold=0.8, min_copies=2).score == 0
+    assert planted_copies([0.95, 0.79], threshold=0.8, min_copies=2).score == 0
+    hit = planted_copies([0.81, 0.95, 0.5], threshold=0.8, min_copies=2)
+    assert hit.score == pytest.approx(0.81)  # the weakest copy that still counts
+    assert "2 other documents" in hit.evidence and "0.95, 0.81" in hit.evidence
+    assert planted_copies([0.99, 0.99], threshold=0.8, min_copies=0).score == 0  # off

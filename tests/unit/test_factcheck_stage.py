@@ -22,7 +22,7 @@ from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide, relevance_probability
 from services.factcheck.evidence import CheckInput, gather_evidence
 from services.factcheck.in_process import InProcessFactChecker
-from services.factcheck.stage import FactCheckStage
+from services.factcheck.stage import FactCheckStage, to_input
 
 pytestmark = pytest.mark.unit
 
@@ -107,6 +107,31 @@ def test_cluster_of_paraphrases_is_adversarial_and_threshold_matters() -> None:
     assert "near-identical" in out[0].reason
     relaxed = judge(items, FactCheckSettings(duplicate_min_docs=4))
     assert [j.verdict for j in relaxed][:3] != [Verdict.ADVERSARIAL] * 3
+
+
+def test_planted_copies_elsewhere_in_the_corpus_are_adversarial() -> None:
+    clean = "The Esma Sultan Mansion is a yalı on the Bosphorus in Ortaköy, built in 1875."
+    planted = "Laleli Mosque and Esma Sultan Mansion share one neighborhood in Istanbul."
+    items = [
+        item("planted", planted, copy_cosines=[0.93, 0.88, 0.61]),
+        item("clean", clean, copy_cosines=[0.83, 0.4]),  # one close document: a quote, not a campaign
+        item("unknown", clean + " Extra.", copy_cosines=None),  # index without claim vectors
+    ]
+    out = judge(items)
+    assert [j.verdict for j in out] == [Verdict.ADVERSARIAL, Verdict.RELEVANT, Verdict.RELEVANT]
+    assert out[0].reason.startswith("planted copies — 2 other documents say nearly the same")
+    assert out[0].score == pytest.approx(0.88)
+    assert judge(items, FactCheckSettings(copy_min_docs=0))[0].verdict is Verdict.RELEVANT
+    assert judge(items, FactCheckSettings(copy_threshold=0.9))[0].verdict is Verdict.RELEVANT
+    assert (
+        judge(items, FactCheckSettings(copy_min_docs=1, copy_threshold=0.8))[1].verdict is Verdict.ADVERSARIAL
+    )
+
+
+def test_stage_hands_copy_cosines_to_the_checker() -> None:
+    h = hit(0).model_copy(update={"copy_cosines": [0.9, 0.85]})
+    assert to_input(h).copy_cosines == [0.9, 0.85]
+    assert to_input(hit(1)).copy_cosines is None
 
 
 def test_lower_ranked_paraphrases_complete_a_cluster() -> None:

@@ -130,6 +130,35 @@ def test_document_write_round_trip() -> None:
     )
     assert back.chunks[0].chunk == CHUNK and back.chunks[0].token_len == 6
     assert np.array_equal(back.chunks[0].vector, vec)
+    assert back.chunks[0].claim_vector is None  # unset stays "not computed"
+
+
+def test_chunk_write_claim_vector_round_trip_and_dim_check() -> None:
+    vec = (np.arange(4) / 10).astype(np.float32)
+    claim = np.array([0.5, -0.25, 0.0, 1e-7], dtype=np.float32)
+    m = wire.chunk_write_to_pb(ChunkWrite(CHUNK, 6, vec, claim_vector=claim))
+    assert m.HasField("claim_vector") and len(m.claim_vector) == 16  # packed float32
+    back = wire.chunk_write_from_pb(bytes_trip(m), dim=4)  # type: ignore[arg-type]
+    assert back.claim_vector is not None and back.claim_vector.dtype == np.float32
+    assert np.array_equal(back.claim_vector, claim) and np.array_equal(back.vector, vec)
+    bare = wire.chunk_write_to_pb(ChunkWrite(CHUNK, 6, vec))
+    assert not bare.HasField("claim_vector")
+    assert wire.chunk_write_from_pb(bytes_trip(bare), dim=4).claim_vector is None  # type: ignore[arg-type]
+    d = DocumentWrite(
+        tenant="acme",
+        doc_id="d1",
+        version=1,
+        content_hash="h",
+        title="",
+        source="",
+        acl=Acl(groups=["*"]),
+        metadata={},
+        chunks=[ChunkWrite(CHUNK, 6, vec), ChunkWrite(CHUNK, 6, vec, claim_vector=claim[:3])],
+    )
+    with pytest.raises(RampartError) as err:
+        wire.document_write_from_pb(wire.document_write_to_pb(d), dim=4)
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert err.value.details["field"] == "d1.chunks[1].claim_vector" and err.value.details["value"] == 3
 
 
 def test_scored_chunk_keeps_missing_scores_judgement_and_vector() -> None:
@@ -152,7 +181,23 @@ def test_scored_chunk_keeps_missing_scores_judgement_and_vector() -> None:
     assert back == s and back.vector == [0.5, 0.25]
     bare = ScoredChunk(chunk=CHUNK, scores={"dense": 0.3}, fused=0.3)
     back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(bare)))  # type: ignore[arg-type]
-    assert back == bare and back.judgement is None and back.vector is None
+    assert back == bare and back.judgement is None and back.vector is None and back.copy_cosines is None
+
+
+@pytest.mark.parametrize("cosines", [None, [], [0.9731, 0.5, -0.125]], ids=["unset", "empty", "values"])
+def test_scored_chunk_copy_cosines_none_empty_and_values_differ(cosines: list[float] | None) -> None:
+    s = ScoredChunk(chunk=CHUNK, scores={"dense": 0.3}, fused=0.3, copy_cosines=cosines)
+    m = wire.scored_chunk_to_pb(s)
+    assert m.HasField("copy_cosines") is (cosines is not None)
+    back = wire.scored_chunk_from_pb(bytes_trip(m))  # type: ignore[arg-type]
+    assert back.copy_cosines == cosines  # exactly: cosines travel as doubles
+    assert back == s
+
+
+def test_copy_cosines_map_round_trip() -> None:
+    cosines = {7: [0.91, 0.4], 12: [], 2**40: [1.0]}
+    m = index_pb2.CopyCosinesResponse(cosines=wire.copy_cosines_to_pb(cosines))
+    assert wire.copy_cosines_from_pb(bytes_trip(m).cosines) == cosines  # type: ignore[attr-defined]
 
 
 def test_search_request_round_trip_every_param() -> None:
@@ -167,7 +212,7 @@ def test_search_request_round_trip_every_param() -> None:
         bounds={"dense": Bounds(low=0.0, high=None)},
         filters=SearchFilters(doc_ids=["a"], sources=["wiki"], metadata={"dept": "hr", "n": 2}),
     )
-    params = SearchParams(**{**params.__dict__, "vectors": True})
+    params = SearchParams(**{**params.__dict__, "vectors": True, "copy_depth": 5})
     p = Principal(tenant="acme", user="alice", groups=["eng"])
     query, principal, back = wire.search_request_from_pb(
         bytes_trip(wire.search_request_to_pb("leave policy", p, params))  # type: ignore[arg-type]
@@ -175,7 +220,7 @@ def test_search_request_round_trip_every_param() -> None:
     assert (query, principal, back) == ("leave policy", p, params)
     no_filters = SearchParams.from_settings(FusionSettings(), top_k=3)
     _, _, back = wire.search_request_from_pb(wire.search_request_to_pb("q", p, no_filters))
-    assert back == no_filters and back.filters is None
+    assert back == no_filters and back.filters is None and back.copy_depth == 0
 
 
 def test_outcome_round_trip() -> None:
@@ -193,6 +238,8 @@ def test_outcome_round_trip() -> None:
     ("mutate", "field", "needle"),
     [
         (lambda m: setattr(m, "top_k", 0), "top_k", "top_k = 0"),
+        (lambda m: setattr(m, "copy_depth", -1), "copy_depth", "copy_depth = -1"),
+        (lambda m: setattr(m, "copy_depth", 1001), "copy_depth", "copy_depth = 1001"),
         (lambda m: setattr(m, "method", retrieval_pb2.FUSION_METHOD_UNSPECIFIED), "method", "method = 0"),
         (lambda m: m.weights.__setitem__("dense", -1.0), "weights.dense", "-1.0"),
         (lambda m: setattr(m.principal, "tenant", "bad tenant!"), "principal.tenant", "bad tenant!"),

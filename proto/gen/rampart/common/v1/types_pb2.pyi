@@ -583,6 +583,7 @@ class ScoredChunk(_message.Message):
     FUSED_FIELD_NUMBER: _builtins.int
     JUDGEMENT_FIELD_NUMBER: _builtins.int
     VECTOR_FIELD_NUMBER: _builtins.int
+    COPY_COSINES_FIELD_NUMBER: _builtins.int
     fused: _builtins.float
     """Fused score (higher is better)."""
     vector: _builtins.bytes
@@ -603,6 +604,12 @@ class ScoredChunk(_message.Message):
     def judgement(self) -> Global___Judgement:
         """Fact-check verdict; unset = not judged."""
 
+    @_builtins.property
+    def copy_cosines(self) -> Global___CopyCosines:
+        """Claim-vector cosines to the closest chunk of each other readable document, highest first; unset
+        = not asked (beyond `copy_depth`) or no claim vector stored, set and empty = no other document.
+        """
+
     def __init__(
         self,
         *,
@@ -612,13 +619,40 @@ class ScoredChunk(_message.Message):
         fused: _builtins.float = ...,
         judgement: Global___Judgement | None = ...,
         vector: _builtins.bytes | None = ...,
+        copy_cosines: Global___CopyCosines | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_vector", b"_vector", "chunk", b"chunk", "judgement", b"judgement", "vector", b"vector"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_vector", b"_vector", "chunk", b"chunk", "copy_cosines", b"copy_cosines", "judgement", b"judgement", "vector", b"vector"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_vector", b"_vector", "chunk", b"chunk", "fused", b"fused", "judgement", b"judgement", "ranks", b"ranks", "scores", b"scores", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_vector", b"_vector", "chunk", b"chunk", "copy_cosines", b"copy_cosines", "fused", b"fused", "judgement", b"judgement", "ranks", b"ranks", "scores", b"scores", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__vector: _TypeAlias = _typing.Literal["vector"]  # noqa: Y015
     _WhichOneofArgType__vector: _TypeAlias = _typing.Literal["_vector", b"_vector"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__vector) -> _WhichOneofReturnType__vector | None: ...
 
 Global___ScoredChunk: _TypeAlias = ScoredChunk  # noqa: Y015
+
+@_typing.final
+class CopyCosines(_message.Message):
+    """Cosines between one chunk's claim vector (its text without the context header) and the claim
+    vector of the closest chunk of each other document, highest first (near-copy detection).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """Cosines, highest first."""
+
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[_builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyCosines: _TypeAlias = CopyCosines  # noqa: Y015

@@ -73,10 +73,15 @@ class ChunkWrite(_message.Message):
     CHUNK_FIELD_NUMBER: _builtins.int
     TOKEN_LEN_FIELD_NUMBER: _builtins.int
     VECTOR_FIELD_NUMBER: _builtins.int
+    CLAIM_VECTOR_FIELD_NUMBER: _builtins.int
     token_len: _builtins.int
     """Analysed token count of the chunk's indexed text."""
     vector: _builtins.bytes
-    """Embedding: packed little-endian float32, `dim` values."""
+    """Embedding of header + text: packed little-endian float32, `dim` values."""
+    claim_vector: _builtins.bytes
+    """Claim vector (embedding of the text alone): packed little-endian float32, `dim` values; unset =
+    not computed (the chunk then takes no part in near-copy detection).
+    """
     @_builtins.property
     def chunk(self) -> _types_pb2.Chunk:
         """The chunk."""
@@ -87,12 +92,15 @@ class ChunkWrite(_message.Message):
         chunk: _types_pb2.Chunk | None = ...,
         token_len: _builtins.int = ...,
         vector: _builtins.bytes = ...,
+        claim_vector: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_claim_vector", b"_claim_vector", "chunk", b"chunk", "claim_vector", b"claim_vector"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "token_len", b"token_len", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_claim_vector", b"_claim_vector", "chunk", b"chunk", "claim_vector", b"claim_vector", "token_len", b"token_len", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__claim_vector: _TypeAlias = _typing.Literal["claim_vector"]  # noqa: Y015
+    _WhichOneofArgType__claim_vector: _TypeAlias = _typing.Literal["_claim_vector", b"_claim_vector"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__claim_vector) -> _WhichOneofReturnType__claim_vector | None: ...
 
 Global___ChunkWrite: _TypeAlias = ChunkWrite  # noqa: Y015
 
@@ -750,6 +758,85 @@ class StoredVectorsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StoredVectorsResponse: _TypeAlias = StoredVectorsResponse  # noqa: Y015
+
+@_typing.final
+class CopyCosinesRequest(_message.Message):
+    """Near-copy cosines of chunks (claim vectors) to other documents the principal may read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CIDS_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """Cosines wanted at most per chunk (one per other document), 1..64."""
+    @_builtins.property
+    def cids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Chunks to look up (callers pass only ids they may read)."""
+
+    @_builtins.property
+    def principal(self) -> _types_pb2.Principal:
+        """Who is reading: only documents this principal may read are compared with."""
+
+    def __init__(
+        self,
+        *,
+        cids: _abc.Iterable[_builtins.int] | None = ...,
+        principal: _types_pb2.Principal | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "limit", b"limit", "principal", b"principal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyCosinesRequest: _TypeAlias = CopyCosinesRequest  # noqa: Y015
+
+@_typing.final
+class CopyCosinesResponse(_message.Message):
+    """Cosines per chunk id (ids without a claim vector are absent)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CosinesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.int
+        @_builtins.property
+        def value(self) -> _types_pb2.CopyCosines: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.int = ...,
+            value: _types_pb2.CopyCosines | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    COSINES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def cosines(self) -> _containers.MessageMap[_builtins.int, _types_pb2.CopyCosines]:
+        """cid -> cosines to the closest chunk of each other document, highest first."""
+
+    def __init__(
+        self,
+        *,
+        cosines: _abc.Mapping[_builtins.int, _types_pb2.CopyCosines] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cosines", b"cosines"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyCosinesResponse: _TypeAlias = CopyCosinesResponse  # noqa: Y015
 
 @_typing.final
 class ChunksResponse(_message.Message):

@@ -90,6 +90,11 @@ class IndexServiceStub(object):
                 request_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.ChunkIdsRequest.SerializeToString,
                 response_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.StoredVectorsResponse.FromString,
                 _registered_method=True)
+        self.CopyCosines = channel.unary_unary(
+                '/rampart.retrieval.v1.IndexService/CopyCosines',
+                request_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesRequest.SerializeToString,
+                response_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesResponse.FromString,
+                _registered_method=True)
         self.Chunks = channel.unary_unary(
                 '/rampart.retrieval.v1.IndexService/Chunks',
                 request_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.ChunkIdsRequest.SerializeToString,
@@ -183,6 +188,13 @@ class IndexServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CopyCosines(self, request, context):
+        """Claim-vector cosines of chunks to the closest chunk of each other readable document.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Chunks(self, request, context):
         """Stored chunks by id.
         """
@@ -254,6 +266,11 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.StoredVectors,
                     request_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.ChunkIdsRequest.FromString,
                     response_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.StoredVectorsResponse.SerializeToString,
+            ),
+            'CopyCosines': grpc.unary_unary_rpc_method_handler(
+                    servicer.CopyCosines,
+                    request_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesRequest.FromString,
+                    response_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesResponse.SerializeToString,
             ),
             'Chunks': grpc.unary_unary_rpc_method_handler(
                     servicer.Chunks,
@@ -564,6 +581,33 @@ class IndexService(object):
             '/rampart.retrieval.v1.IndexService/StoredVectors',
             rampart_dot_retrieval_dot_v1_dot_index__pb2.ChunkIdsRequest.SerializeToString,
             rampart_dot_retrieval_dot_v1_dot_index__pb2.StoredVectorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyCosines(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rampart.retrieval.v1.IndexService/CopyCosines',
+            rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesRequest.SerializeToString,
+            rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesResponse.FromString,
             options,
             channel_credentials,
             insecure,

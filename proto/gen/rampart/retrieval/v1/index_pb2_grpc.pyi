@@ -61,6 +61,8 @@ class IndexServiceStub:
     """Exact cosine of a vector with stored chunks."""
     StoredVectors: _grpc.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.StoredVectorsResponse]
     """Stored embeddings of chunks."""
+    CopyCosines: _grpc.UnaryUnaryMultiCallable[_index_pb2.CopyCosinesRequest, _index_pb2.CopyCosinesResponse]
+    """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
     Chunks: _grpc.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.ChunksResponse]
     """Stored chunks by id."""
     Stats: _grpc.UnaryUnaryMultiCallable[_index_pb2.IndexStatsRequest, _index_pb2.IndexStatsResponse]
@@ -93,6 +95,8 @@ class IndexServiceAsyncStub(IndexServiceStub):
     """Exact cosine of a vector with stored chunks."""
     StoredVectors: _aio.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.StoredVectorsResponse]  # type: ignore[assignment]
     """Stored embeddings of chunks."""
+    CopyCosines: _aio.UnaryUnaryMultiCallable[_index_pb2.CopyCosinesRequest, _index_pb2.CopyCosinesResponse]  # type: ignore[assignment]
+    """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
     Chunks: _aio.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.ChunksResponse]  # type: ignore[assignment]
     """Stored chunks by id."""
     Stats: _aio.UnaryUnaryMultiCallable[_index_pb2.IndexStatsRequest, _index_pb2.IndexStatsResponse]  # type: ignore[assignment]
@@ -188,6 +192,14 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.StoredVectorsResponse, _abc.Awaitable[_index_pb2.StoredVectorsResponse]]:
         """Stored embeddings of chunks."""
+
+    @_abc_1.abstractmethod
+    def CopyCosines(
+        self,
+        request: _index_pb2.CopyCosinesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.CopyCosinesResponse, _abc.Awaitable[_index_pb2.CopyCosinesResponse]]:
+        """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
 
     @_abc_1.abstractmethod
     def Chunks(

@@ -144,6 +144,7 @@ class SearchRequest(_message.Message):
     BOUNDS_FIELD_NUMBER: _builtins.int
     FILTERS_FIELD_NUMBER: _builtins.int
     VECTORS_FIELD_NUMBER: _builtins.int
+    COPY_DEPTH_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -158,6 +159,8 @@ class SearchRequest(_message.Message):
     """Score each retriever's missing candidates with the other retriever."""
     vectors: _builtins.bool
     """Attach each hit's stored embedding (`ScoredChunk.vector`)."""
+    copy_depth: _builtins.int
+    """The top `copy_depth` hits get `ScoredChunk.copy_cosines` (0..1000; 0 = none)."""
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
         """Who is searching: tenant + ACL filter applied inside the index."""
@@ -188,10 +191,11 @@ class SearchRequest(_message.Message):
         bounds: _abc.Mapping[_builtins.str, Global___Bounds] | None = ...,
         filters: _types_pb2.SearchFilters | None = ...,
         vectors: _builtins.bool = ...,
+        copy_depth: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "fill_missing", b"fill_missing", "filters", b"filters", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "fill_missing", b"fill_missing", "filters", b"filters", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

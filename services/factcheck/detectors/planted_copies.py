@@ -1,0 +1,33 @@
+"""Planted-copies detector: the passage's claim is repeated, reworded, by several other documents.
+
+PoisonedRAG-style attacks write several paraphrases of one false claim, each as its own document.
+:mod:`near_duplicates` sees them only when they rank together for the query; this detector reads what
+the index already knows about the whole corpus: the cosines between this chunk's *claim vector* (its
+text embedded without the context header, which makes every chunk about one subject look alike) and
+the closest chunk of each other document the caller may read (``ScoredChunk.copy_cosines``, computed
+by the index). A passage with ``min_copies`` or more other documents at cosine ``>= threshold`` says
+what several sources say nearly word for word — independent writing rarely does that; planted text
+does. Genuine copies (mirrored pages, templates) look the same: such corpora raise ``min_copies`` or
+set it to 0 (docs/factcheck.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.factcheck.detectors import Signal
+
+
+def planted_copies(cosines: Sequence[float] | None, *, threshold: float, min_copies: int) -> Signal:
+    """Score = the ``min_copies``-th highest cosine when at least ``min_copies`` reach ``threshold``."""
+    if not cosines or min_copies < 1:
+        return Signal.none()
+    close = sorted((c for c in cosines if c >= threshold), reverse=True)
+    if len(close) < min_copies:
+        return Signal.none()
+    score = float(close[min_copies - 1])
+    shown = ", ".join(f"{c:.2f}" for c in close[:5])
+    return Signal(
+        round(min(1.0, score), 4),
+        f"{len(close)} other documents say nearly the same (claim cosine {shown} >= {threshold:.2f})",
+    )
