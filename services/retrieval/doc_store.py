@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -289,45 +290,31 @@ class DocStore:
             rows = self._db.execute(sql, args).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def get_chunks(self, cids: Sequence[int]) -> dict[int, StoredChunk]:
-        out: dict[int, StoredChunk] = {}
+    def _by_cid(self, columns: str, cids: Sequence[int], where: str = "") -> list[tuple[Any, ...]]:
+        """``SELECT cid, <columns>`` for the given chunk ids (in batches under SQLite's variable limit)."""
+        rows: list[tuple[Any, ...]] = []
         with self._lock:
             for start in range(0, len(cids), 500):
                 part = list(cids[start : start + 500])
                 marks = ",".join("?" * len(part))
-                for cid, cj, tl in self._db.execute(
-                    f"SELECT cid, chunk_json, token_len FROM chunks WHERE cid IN ({marks})",
-                    part,
-                ):
-                    out[cid] = StoredChunk(cid, Chunk.model_validate_json(cj), tl)
-        return out
+                rows += self._db.execute(
+                    f"SELECT cid, {columns} FROM chunks WHERE cid IN ({marks}){where}", part
+                ).fetchall()
+        return rows
+
+    def get_chunks(self, cids: Sequence[int]) -> dict[int, StoredChunk]:
+        return {
+            cid: StoredChunk(cid, Chunk.model_validate_json(cj), tl)
+            for cid, cj, tl in self._by_cid("chunk_json, token_len", cids)
+        }
 
     def get_vectors(self, cids: Sequence[int], dim: int) -> dict[int, npt.NDArray[np.float32]]:
-        out: dict[int, npt.NDArray[np.float32]] = {}
-        with self._lock:
-            for start in range(0, len(cids), 500):
-                part = list(cids[start : start + 500])
-                marks = ",".join("?" * len(part))
-                for cid, blob in self._db.execute(
-                    f"SELECT cid, vector FROM chunks WHERE cid IN ({marks})",
-                    part,
-                ):
-                    out[cid] = np.frombuffer(blob, dtype=np.float32, count=dim)
-        return out
+        return {cid: np.frombuffer(b, dtype=np.float32, count=dim) for cid, b in self._by_cid("vector", cids)}
 
     def get_claim_vectors(self, cids: Sequence[int], dim: int) -> dict[int, npt.NDArray[np.float32]]:
         """Claim vectors of the chunks that have one (see :class:`ChunkWrite`)."""
-        out: dict[int, npt.NDArray[np.float32]] = {}
-        with self._lock:
-            for start in range(0, len(cids), 500):
-                part = list(cids[start : start + 500])
-                marks = ",".join("?" * len(part))
-                for cid, blob in self._db.execute(
-                    f"SELECT cid, claim_vector FROM chunks WHERE cid IN ({marks}) AND claim_vector IS NOT NULL",
-                    part,
-                ):
-                    out[cid] = np.frombuffer(blob, dtype=np.float32, count=dim)
-        return out
+        rows = self._by_cid("claim_vector", cids, " AND claim_vector IS NOT NULL")
+        return {cid: np.frombuffer(b, dtype=np.float32, count=dim) for cid, b in rows}
 
     def iter_claim_vectors(self, batch: int = 1000) -> Iterator[list[tuple[int, bytes]]]:
         """``(cid, claim vector bytes)`` of every live chunk that has one, in id order (rebuilds)."""
@@ -350,16 +337,7 @@ class DocStore:
 
     def doc_ids(self, cids: Sequence[int]) -> dict[int, str]:
         """The document of each chunk (absent: no such chunk)."""
-        out: dict[int, str] = {}
-        with self._lock:
-            for start in range(0, len(cids), 500):
-                part = list(cids[start : start + 500])
-                marks = ",".join("?" * len(part))
-                for cid, doc_id in self._db.execute(
-                    f"SELECT cid, doc_id FROM chunks WHERE cid IN ({marks})", part
-                ):
-                    out[cid] = doc_id
-        return out
+        return {cid: doc_id for cid, doc_id in self._by_cid("doc_id", cids)}
 
     def iter_all_chunks(self, batch: int = 1000) -> Iterator[list[tuple[int, Chunk, int, bytes, str]]]:
         """All live chunks in id order, with ACL tokens (``\\x1f``-joined), for index rebuilds."""

@@ -108,15 +108,11 @@ class EmbeddedIndex:
                 log.warning("bm25 index differs from the store; rebuilding", extra={"chunks": len(truth)})
                 self._rebuild_bm25()
                 fixed["bm25_rebuilt"] = 1
-            faiss_ids = self.vectors.ids()
-            stale = faiss_ids != truth if self.vectors.kind == "flat" else not truth <= faiss_ids
-            if stale:
+            if _stale(self.vectors, truth):
                 log.warning("vector index differs from the store; rebuilding", extra={"chunks": len(truth)})
                 self._rebuild_vectors()
                 fixed["vectors_rebuilt"] = 1
-            claim_truth = self.store.claim_cids()
-            claim_ids = self.claims.ids()
-            if claim_ids != claim_truth if self.claims.kind == "flat" else not claim_truth <= claim_ids:
+            if _stale(self.claims, self.store.claim_cids()):
                 log.warning("claim-vector index differs from the store; rebuilding")
                 self._rebuild_claims()
                 fixed["claims_rebuilt"] = 1
@@ -357,6 +353,13 @@ class EmbeddedIndex:
     def stats(self) -> dict[str, int]:
         n_chunks, _ = self.store.length_stats()
         return {"chunks": n_chunks, **{f"documents_{k}": v for k, v in self.store.counts_by_state().items()}}
+
+
+def _stale(index: FaissVectorIndex, truth: set[int]) -> bool:
+    """Whether a faiss index misses the store's ids (flat: or holds others; hnsw keeps deleted ids
+    until a rebuild, the selector hides them)."""
+    ids = index.ids()
+    return ids != truth if index.kind == "flat" else not truth <= ids
 
 
 def _check_model(root: Path, model_id: str) -> None:
