@@ -75,10 +75,15 @@ def tune_factcheck(
 
     settings = load_settings()
     # evidence is gathered once for the widest context window the grid tries
+    # (and with the near-copies of every border the grid tries)
     widest = max([settings.factcheck.context_depth, *GRID["context_depth"]])
-    wide = settings.model_copy(
-        update={"factcheck": settings.factcheck.model_copy(update={"context_depth": widest})}
-    )
+    borders = [b for b in [settings.factcheck.copy_border_threshold, *GRID["copy_border_threshold"]] if b > 0]
+    gather = {
+        "context_depth": widest,
+        "copy_min_docs": max([settings.factcheck.copy_min_docs, *GRID["copy_min_docs"]]),
+        "copy_border_threshold": min(borders, default=0.0),
+    }
+    wide = settings.model_copy(update={"factcheck": settings.factcheck.model_copy(update=gather)})
     try:
         embedder = build_embedder(settings)
         reranker = build_reranker(settings) if settings.rerank.enabled else None

@@ -256,6 +256,14 @@ class FactCheckSettings(BaseModel):
         description="Other documents with a near-copy that make a passage ADVERSARIAL; 0 = off "
         "(raise it for corpora full of mirrored or templated pages)",
     )
+    copy_border_threshold: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Claim-vector cosine within which a passage joins a planted group through a member "
+        "that has copy_min_docs near-copies itself (DBSCAN's border members; the search fetches those "
+        "members' copies too); 0 = off",
+    )
     untrusted_sources: list[str] = Field(
         default_factory=list, description="Glob patterns over a chunk's source marking it untrusted"
     )

@@ -224,3 +224,9 @@ class ScoredChunk(BaseModel):
         "closest chunk of each other readable document, highest first, when the search asked for them "
         "(internal; null = not asked or no claim vector stored)",
     )
+    copy_neighbors: list[list[float]] | None = Field(
+        default=None,
+        exclude=True,
+        description="For the first len(copy_neighbors) entries of copy_cosines (those at or above the "
+        "search's copy_expand): that other chunk's own copy cosines (internal; null = not asked)",
+    )

@@ -35,6 +35,7 @@ from services.common.verdicts import Judgement, Verdict
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds, weights_problem
 from services.retrieval.hybrid import SearchOutcome, SearchParams
+from services.retrieval.index import Copies
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -372,7 +373,12 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
     if s.vector is not None:
         m.vector = vector_to_bytes(s.vector)
     if s.copy_cosines is not None:
-        m.copy_cosines.CopyFrom(pb.CopyCosines(values=s.copy_cosines))
+        m.copy_cosines.CopyFrom(
+            pb.CopyCosines(
+                values=s.copy_cosines,
+                neighbors=[pb.CopyCosines(values=n) for n in s.copy_neighbors or []],
+            )
+        )
     return m
 
 
@@ -385,16 +391,24 @@ def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
         judgement=judgement_from_pb(m.judgement) if m.HasField("judgement") else None,
         vector=vector_from_bytes(m.vector).tolist() if m.HasField("vector") else None,
         copy_cosines=list(m.copy_cosines.values) if m.HasField("copy_cosines") else None,
+        copy_neighbors=[list(n.values) for n in m.copy_cosines.neighbors]
+        if m.HasField("copy_cosines") and m.copy_cosines.neighbors
+        else None,
     )
 
 
-def copy_cosines_to_pb(cosines: Mapping[int, list[float]]) -> dict[int, pb.CopyCosines]:
+def copy_cosines_to_pb(cosines: Mapping[int, Copies]) -> dict[int, pb.CopyCosines]:
     """``SearchIndex.copy_cosines``' answer as the ``CopyCosinesResponse.cosines`` map."""
-    return {cid: pb.CopyCosines(values=values) for cid, values in cosines.items()}
+    return {
+        cid: pb.CopyCosines(values=c.cosines, neighbors=[pb.CopyCosines(values=n) for n in c.neighbors])
+        for cid, c in cosines.items()
+    }
 
 
-def copy_cosines_from_pb(cosines: Mapping[int, pb.CopyCosines]) -> dict[int, list[float]]:
-    return {int(cid): list(c.values) for cid, c in cosines.items()}
+def copy_cosines_from_pb(cosines: Mapping[int, pb.CopyCosines]) -> dict[int, Copies]:
+    return {
+        int(cid): Copies(list(c.values), [list(n.values) for n in c.neighbors]) for cid, c in cosines.items()
+    }
 
 
 def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> retrieval_pb2.SearchRequest:
@@ -410,6 +424,7 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
         bounds={k: retrieval_pb2.Bounds(low=b.low, high=b.high) for k, b in p.bounds.items()},
         vectors=p.vectors,
         copy_depth=p.copy_depth,
+        copy_expand=p.copy_expand,
     )
     filters = filters_to_pb(p.filters)
     if filters is not None:
@@ -436,6 +451,12 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
             raise invalid(f"{name} = {value} must be {bound}", field=name, value=value)
+    if not 0.0 <= m.copy_expand <= 1.0:
+        raise invalid(
+            f"copy_expand = {m.copy_expand} must be within 0..1 (0 = none)",
+            field="copy_expand",
+            value=m.copy_expand,
+        )
     problem = weights_problem(dict(m.weights))
     if problem is not None:
         raise invalid(problem[1], field=problem[0])
@@ -453,6 +474,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         filters=filters_from_pb(m.filters) if m.HasField("filters") else None,
         vectors=m.vectors,
         copy_depth=m.copy_depth,
+        copy_expand=m.copy_expand,
     )
     return m.query, principal_from_pb(m.principal), params
 

@@ -207,6 +207,7 @@ def first_stages(
         SearchParams.from_settings(settings.fusion, top_k=max(k, window, depth)),
         vectors=True,
         copy_depth=copies,
+        copy_expand=settings.factcheck.copy_border_threshold if copies else 0.0,
     )
     outcome = retriever.search(q.query, EVAL_PRINCIPAL, params)
     hits = outcome.hits

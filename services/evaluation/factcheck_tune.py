@@ -29,12 +29,14 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever
 
 GRID: dict[str, list[Any]] = {
-    "duplicate_threshold": [0.7, 0.74, 0.78, 0.84, 0.9],
-    "duplicate_min_docs": [3, 4, 5],
-    # grid 4 settled the window (docs/benchmarks.md); grid 5 adds the planted-copies rule (0 = off)
+    # grid 5 settled the cluster rule near these (docs/benchmarks.md)
+    "duplicate_threshold": [0.78, 0.84, 0.9],
+    "duplicate_min_docs": [4, 5],
     "context_depth": [30],
-    "copy_threshold": [0.75, 0.8, 0.85, 0.9],
+    "copy_threshold": [0.75, 0.8, 0.85],
     "copy_min_docs": [0, 1, 2, 3],
+    # grid 6 adds the planted-copies rule's border members (0 = off)
+    "copy_border_threshold": [0.0, 0.65, 0.7, 0.75, 0.8],
     # grid 3 settled these
     "conflict_threshold": [0.8],
     "coverage_threshold": [0.34],

@@ -111,7 +111,11 @@ def decide(
             verdicts[k] = (Verdict.ADVERSARIAL, clusters[k].score, clusters[k].evidence + trust_note)
         elif (
             copies := planted_copies(
-                item.copy_cosines, threshold=settings.copy_threshold, min_copies=settings.copy_min_docs
+                item.copy_cosines,
+                threshold=settings.copy_threshold,
+                min_copies=settings.copy_min_docs,
+                neighbors=item.copy_neighbors,
+                border=settings.copy_border_threshold,
             )
         ).score > 0:
             verdicts[k] = (

@@ -55,6 +55,12 @@ class CheckInput(BaseModel):
         description="Claim-vector cosines to the closest chunk of each other document, from the index "
         "(ScoredChunk.copy_cosines); the planted-copies detector reads them. None = not known",
     )
+    copy_neighbors: list[list[float]] | None = Field(
+        default=None,
+        description="The own copy cosines of the closest other documents' chunks at or above the "
+        "search's copy_expand (ScoredChunk.copy_neighbors): they make this passage a border member of "
+        "a planted group. None = not known",
+    )
     embed: bool = Field(
         default=True,
         description="Embed the passage when it carries no vector. A caller holding the stored embedding "

@@ -57,6 +57,7 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         fused=hit.fused,
         vector=hit.vector,
         copy_cosines=hit.copy_cosines,
+        copy_neighbors=hit.copy_neighbors,
     )
 
 

@@ -38,6 +38,7 @@ class FactCheckOptions:
     deadline_s: float
     context_depth: int = 0  # results down to this rank are near-duplicate peers of the judged ones
     copies: bool = False  # ask the index for claim-vector near-copies of the judged results
+    copy_expand: float = 0.0  # and for the near-copies of their closest copies at this cosine (0 = no)
 
 
 class SearchPipeline:
@@ -90,6 +91,7 @@ class SearchPipeline:
             deadline_s=d.deadline_ms / 1000.0,
             context_depth=d.context_depth,
             copies=d.copy_min_docs > 0,
+            copy_expand=d.copy_border_threshold if d.copy_min_docs > 0 else 0.0,
         )
 
     def search(
@@ -120,6 +122,7 @@ class SearchPipeline:
                         top_k=need,
                         vectors=params.vectors or fc.enabled,
                         copy_depth=max(params.copy_depth, copy_depth),
+                        copy_expand=max(params.copy_expand, fc.copy_expand if copy_depth else 0.0),
                     ),
                 )
                 rs.set_attributes(

@@ -22,7 +22,7 @@ from services.common.settings import IndexSettings
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
 from services.retrieval.doc_store import DocStore, DocumentWrite
-from services.retrieval.index import MAX_COPY_LIMIT, Hits
+from services.retrieval.index import MAX_COPY_LIMIT, Copies, Hits
 from services.retrieval.vector_index import FaissVectorIndex
 
 log = logging.getLogger(__name__)
@@ -320,12 +320,38 @@ class EmbeddedIndex:
     def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
         return self.store.get_vectors(cids, self.dim)
 
-    def copy_cosines(self, cids: Sequence[int], principal: Principal, limit: int) -> dict[int, list[float]]:
+    def copy_cosines(
+        self, cids: Sequence[int], principal: Principal, limit: int, *, expand: float = 0.0
+    ) -> dict[int, Copies]:
         if not 1 <= limit <= MAX_COPY_LIMIT:
             raise invalid(
                 f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
             )
-        mine = self.store.get_claim_vectors(list(cids), self.dim)
+        if not 0.0 <= expand <= 1.0:
+            raise invalid(
+                f"expand = {expand} is out of range; use 0..1 (0 = none)", field="expand", value=expand
+            )
+        closest = self._closest(list(cids), principal, limit)
+        if expand <= 0.0:
+            return {cid: Copies([cos for _, cos in near]) for cid, near in closest.items()}
+        wanted = sorted({other for near in closest.values() for other, cos in near if cos >= expand})
+        theirs = self._closest(wanted, principal, limit) if wanted else {}
+        out: dict[int, Copies] = {}
+        for cid, near in closest.items():
+            neighbors: list[list[float]] = []
+            for other, cos in near:
+                if cos < expand:
+                    break
+                neighbors.append([c for _, c in theirs.get(other, [])])
+            out[cid] = Copies([cos for _, cos in near], neighbors)
+        return out
+
+    def _closest(
+        self, cids: list[int], principal: Principal, limit: int
+    ) -> dict[int, list[tuple[int, float]]]:
+        """Per chunk with a claim vector: (chunk, cosine) of the closest chunk of each other readable
+        document, highest first, at most ``limit``."""
+        mine = self.store.get_claim_vectors(cids, self.dim)
         if not mine:
             return {}
         order = [c for c in cids if c in mine]
@@ -336,15 +362,16 @@ class EmbeddedIndex:
             np.stack([mine[c] for c in order]), self._allowed(principal, None), depth
         )
         doc_of = self.store.doc_ids(list({n for hits in found for n, _ in hits} | set(order)))
-        out: dict[int, list[float]] = {}
+        out: dict[int, list[tuple[int, float]]] = {}
         for cid, hits in zip(order, found, strict=True):
-            best: dict[str, float] = {}
+            best: dict[str, tuple[int, float]] = {}
             for other, cos in hits:
                 doc = doc_of.get(other)
                 if doc is None or doc == doc_of.get(cid):
                     continue
-                best[doc] = max(best.get(doc, -1.0), cos)
-            out[cid] = sorted(best.values(), reverse=True)[:limit]
+                if doc not in best or cos > best[doc][1]:
+                    best[doc] = (other, cos)
+            out[cid] = sorted(best.values(), key=lambda oc: -oc[1])[:limit]
         return out
 
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:

@@ -20,7 +20,7 @@ from services.common.types import FusionMethod, Principal, Retriever, ScoredChun
 from services.common.verdicts import Judgement
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, fuse
-from services.retrieval.index import SearchIndex
+from services.retrieval.index import Copies, SearchIndex
 
 # other documents whose claim-vector cosine is reported per result (the fact-check counts those above
 # its threshold; more than a handful of copies adds nothing to the decision)
@@ -44,6 +44,9 @@ class SearchParams:
     # the top ``copy_depth`` results get ``copy_cosines`` (claim-vector cosines to the closest other
     # documents): the fact-check's planted-copies signal; 0 = none
     copy_depth: int = 0
+    # > 0: their closest other documents at this cosine or above also get their own copy cosines
+    # (``copy_neighbors``: the planted-copies rule's border members)
+    copy_expand: float = 0.0
 
     @classmethod
     def from_settings(
@@ -147,11 +150,11 @@ class HybridRetriever:
         )[: params.top_k]
         chunks = self.index.chunks([f.key for f in fused])
         stored = self.index.stored_vectors([f.key for f in fused]) if params.vectors else {}
-        copies: dict[int, list[float]] = {}
+        copies: dict[int, Copies] = {}
         if params.copy_depth > 0:
             t1 = time.perf_counter()
             head = [f.key for f in fused[: params.copy_depth] if f.key in chunks]
-            copies = self.index.copy_cosines(head, principal, COPY_LIMIT)
+            copies = self.index.copy_cosines(head, principal, COPY_LIMIT, expand=params.copy_expand)
             timings["copies"] = (time.perf_counter() - t1) * 1000
         raw = {name: dict(hits) for name, hits in lists.items()}
         rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
@@ -162,7 +165,10 @@ class HybridRetriever:
                 ranks={name: rank_of[name].get(f.key) for name in lists},
                 fused=f.score,
                 vector=[float(x) for x in stored[f.key]] if f.key in stored else None,
-                copy_cosines=copies.get(f.key),
+                copy_cosines=copies[f.key].cosines if f.key in copies else None,
+                copy_neighbors=copies[f.key].neighbors
+                if f.key in copies and params.copy_expand > 0
+                else None,
             )
             for f in fused
             if f.key in chunks

@@ -7,6 +7,7 @@ on local disk). The OpenSearch backend implements the same protocol in the distr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -18,6 +19,20 @@ from services.retrieval.doc_store import DocumentWrite
 
 Hits = list[tuple[int, float]]
 MAX_COPY_LIMIT = 64  # copy_cosines: cosines per chunk (one per other document)
+
+
+@dataclass(frozen=True)
+class Copies:
+    """One chunk's near-copy profile (``SearchIndex.copy_cosines``).
+
+    ``cosines``: claim-vector cosine to the closest chunk of each other readable document, highest
+    first. ``neighbors``: for the first ``len(neighbors)`` of those (the ones at or above the caller's
+    ``expand`` cosine), that closest chunk's *own* cosines, computed the same way — what lets the
+    planted-copies detector grow a dense group to its border members (DBSCAN over the corpus).
+    """
+
+    cosines: list[float]
+    neighbors: list[list[float]] = field(default_factory=list)
 
 
 class SearchIndex(Protocol):
@@ -81,10 +96,14 @@ class SearchIndex(Protocol):
         """Stored embeddings of chunks (what dense search compares): later stages reuse them."""
         ...
 
-    def copy_cosines(self, cids: Sequence[int], principal: Principal, limit: int) -> dict[int, list[float]]:
+    def copy_cosines(
+        self, cids: Sequence[int], principal: Principal, limit: int, *, expand: float = 0.0
+    ) -> dict[int, Copies]:
         """For each chunk with a claim vector: the cosines between it and the claim vector of the
         closest chunk of each *other* document ``principal`` may read, highest first, at most
-        ``limit``. Chunks without a claim vector are absent. Callers pass only ids they may read."""
+        ``limit``; with ``expand`` > 0, also the same cosines of each of those closest chunks that
+        lie at ``expand`` or above (``Copies.neighbors``). Chunks without a claim vector are
+        absent. Callers pass only ids they may read."""
         ...
 
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]: ...

@@ -7,6 +7,7 @@ calls block (SQLite, tantivy, faiss): they run on a bounded thread pool, never o
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import Executor
 
 import grpc
@@ -163,8 +164,18 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             raise invalid(
                 f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
             )
+        if not 0.0 <= request.expand <= 1.0:
+            raise invalid(
+                f"expand = {request.expand} is out of range; use 0..1 (0 = none)",
+                field="expand",
+                value=request.expand,
+            )
         cosines = await run_blocking(
-            self.executor, self.index.copy_cosines, list(request.cids), principal, limit
+            self.executor,
+            functools.partial(self.index.copy_cosines, expand=request.expand),
+            list(request.cids),
+            principal,
+            limit,
         )
         return index_pb2.CopyCosinesResponse(cosines=wire.copy_cosines_to_pb(cosines))
 

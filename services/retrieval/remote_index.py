@@ -20,7 +20,7 @@ from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check
 from services.common.settings import RemoteSettings
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.doc_store import DocumentWrite
-from services.retrieval.index import Hits
+from services.retrieval.index import Copies, Hits
 
 INDEX_SERVICE = "rampart.retrieval.v1.IndexService"
 
@@ -166,9 +166,11 @@ class RemoteIndex:
         )
         return {int(k): wire.vector_from_bytes(v) for k, v in reply.vectors.items()}
 
-    def copy_cosines(self, cids: Sequence[int], principal: Principal, limit: int) -> dict[int, list[float]]:
+    def copy_cosines(
+        self, cids: Sequence[int], principal: Principal, limit: int, *, expand: float = 0.0
+    ) -> dict[int, Copies]:
         request = index_pb2.CopyCosinesRequest(
-            cids=list(cids), principal=wire.principal_to_pb(principal), limit=limit
+            cids=list(cids), principal=wire.principal_to_pb(principal), limit=limit, expand=expand
         )
         reply = self._caller.call(self._stub.CopyCosines, request, idempotent=True)
         return wire.copy_cosines_from_pb(reply.cosines)

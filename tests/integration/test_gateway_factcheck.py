@@ -179,3 +179,38 @@ def test_planted_copies_in_other_documents_are_withheld(runtime: Runtime, tmp_pa
     assert all(f["verdict"] == "adversarial" for f in filtered.values())
     assert all(f["reason"].startswith("planted copies — 2 other documents") for f in filtered.values())
     assert [r["doc_id"] for r in body["results"]] == ["facilities"]
+
+
+# a loose paraphrase: claim cosine 0.71-0.77 to the planted notes, below copy_threshold (0.8) to all
+LOOSE = "If you send a parcel to the Mill Lane warehouse, pick it up at the front desk of the Harbor Street office."
+
+
+@pytest.mark.parametrize("border", [0.0, 0.75], ids=["border-off", "border-0.75"])
+def test_loose_paraphrase_joins_its_planted_group_through_the_border_rule(
+    border: float, tmp_path: Path, models_dir: Path, embedder: Embedder, reranker: Reranker
+) -> None:
+    corpus = [
+        {"id": f"note-{i}", "title": f"Note {i}", "acl": {"groups": ["*"]}, "text": t}
+        for i, t in enumerate([*PLANTED, LOOSE])
+    ] + [{"id": "facilities", "title": "Facilities", "acl": {"groups": ["*"]}, "text": GENUINE}]
+    settings = RampartSettings(
+        data_dir=tmp_path / "data",
+        models_dir=models_dir,
+        log_level="WARNING",
+        factcheck=FactCheckSettings(copy_border_threshold=border),
+    )
+    rt = Runtime.open(settings, embedder=embedder, reranker=reranker)
+    try:
+        client, k = client_for(rt, tmp_path, corpus)
+        with client:
+            body = search(client, k["alice"], "where do parcels for the Mill Lane warehouse go").json()
+    finally:
+        rt.close()
+    adversarial = {f["doc_id"]: f["reason"] for f in body["filtered"] if f["verdict"] == "adversarial"}
+    assert {"note-0", "note-1", "note-2"} <= set(adversarial)
+    if border:
+        assert adversarial["note-3"].startswith("planted copies — close (claim cosine 0.7"), adversarial
+        assert "note-3" not in [r["doc_id"] for r in body["results"]]
+    else:
+        assert "note-3" not in adversarial
+    assert "facilities" in [r["doc_id"] for r in body["results"]]

@@ -19,7 +19,7 @@ from services.common.settings import GrpcServerSettings, IndexSettings, RemoteSe
 from services.common.types import Acl, Chunk, DocumentState, Principal, SearchFilters
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
-from services.retrieval.index import SearchIndex
+from services.retrieval.index import Copies, SearchIndex
 from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
@@ -293,22 +293,52 @@ def test_copy_cosines_count_other_readable_documents_once(make_index: Callable[[
     a0, g0 = cid_of(ix, "a"), cid_of(ix, "g")
     got = ix.copy_cosines([a0, g0], ALICE, 8)
     assert set(got) == {a0}  # g has no claim vector
-    cosines = got[a0]
+    assert got[a0].neighbors == []  # not asked for (expand 0)
+    cosines = got[a0].cosines
     assert len(cosines) == 3  # b, c, d: one per other readable document of the tenant
     assert cosines == sorted(cosines, reverse=True)
     assert cosines[0] == pytest.approx(1.0, abs=1e-5)  # b: the same claim
     assert cosines[1] == pytest.approx(
         float(vec(claim) @ vec("the moon is made of green cheese indeed")), abs=1e-5
     )
-    assert ix.copy_cosines([a0], ALICE, 1) == {a0: [pytest.approx(1.0, abs=1e-5)]}
-    bob = ix.copy_cosines([a0], BOB, 8)[a0]  # bob (hr) reads e too
+    assert ix.copy_cosines([a0], ALICE, 1)[a0].cosines == [pytest.approx(1.0, abs=1e-5)]
+    bob = ix.copy_cosines([a0], BOB, 8)[a0].cosines  # bob (hr) reads e too
     assert len(bob) == 4
     assert ix.copy_cosines([], ALICE, 8) == {}
     for bad in (0, 65):
         with pytest.raises(RampartError, match=f"limit = {bad}"):
             ix.copy_cosines([a0], ALICE, bad)
     ix.delete("t1", "b")
-    assert len(ix.copy_cosines([a0], ALICE, 8)[a0]) == 2
+    assert len(ix.copy_cosines([a0], ALICE, 8)[a0].cosines) == 2
+
+
+def test_copy_neighbors_are_the_close_documents_own_copies(make_index: Callable[[], SearchIndex]) -> None:
+    ix = make_index()
+    claim = "the moon is made of green cheese"
+    ix.write(
+        [
+            claimed("a", claim),
+            claimed("b", claim),
+            claimed("c", "the moon is made of green cheese indeed"),
+            claimed("d", "payroll runs on the last friday"),
+            claimed("e", claim, groups=["hr"]),  # alice may not read it: never counted for her
+        ]
+    )
+    a0, b0 = cid_of(ix, "a"), cid_of(ix, "b")
+    plain = ix.copy_cosines([a0], ALICE, 8)[a0]
+    moon = float(vec(claim) @ vec("the moon is made of green cheese indeed"))
+    far = float(vec(claim) @ vec("payroll runs on the last friday"))
+    assert far < moon < 0.999  # the fixture's embedder keeps the three levels apart
+    got = ix.copy_cosines([a0], ALICE, 8, expand=(moon + far) / 2)[a0]
+    assert got.cosines == plain.cosines
+    assert len(got.neighbors) == 2  # b and c reach the expand cosine, d does not
+    # b's own copies: a (same claim), c, d — e is hidden from alice here too
+    assert got.neighbors[0] == ix.copy_cosines([b0], ALICE, 8)[b0].cosines
+    assert got.neighbors[0][0] == pytest.approx(1.0, abs=1e-5) and len(got.neighbors[0]) == 3
+    assert len(ix.copy_cosines([a0], BOB, 8, expand=0.999)[a0].neighbors[0]) == 4  # bob reads e
+    for bad in (-0.1, 1.5):
+        with pytest.raises(RampartError, match="expand"):
+            ix.copy_cosines([a0], ALICE, 8, expand=bad)
 
 
 def test_claim_vectors_survive_reopen_and_rebuild(
@@ -318,12 +348,12 @@ def test_claim_vectors_survive_reopen_and_rebuild(
     ix.write([claimed("a", "one claim"), claimed("b", "one claim")])
     a0 = cid_of(ix, "a")
     ix2 = make_index()
-    assert ix2.copy_cosines([a0], ALICE, 8)[a0] == [pytest.approx(1.0, abs=1e-5)]
+    assert ix2.copy_cosines([a0], ALICE, 8)[a0].cosines == [pytest.approx(1.0, abs=1e-5)]
     claims = tmp_path / "index" / "claims.faiss"
     assert claims.exists()
     claims.unlink()  # (the open index keeps its copy in memory; the next open reads the store)
     ix3 = make_index()  # reconcile rebuilds the claim index from the store
-    assert ix3.copy_cosines([a0], ALICE, 8)[a0] == [pytest.approx(1.0, abs=1e-5)]
+    assert ix3.copy_cosines([a0], ALICE, 8)[a0].cosines == [pytest.approx(1.0, abs=1e-5)]
 
 
 def test_store_written_before_claim_vectors_opens(tmp_path: Path) -> None:
@@ -342,6 +372,6 @@ def test_store_written_before_claim_vectors_opens(tmp_path: Path) -> None:
     ix = EmbeddedIndex.open(root, dim=DIM)
     try:
         ix.write([claimed("a", "x y"), doc("b", ["b text"])])
-        assert ix.copy_cosines([cid_of(ix, "a")], ALICE, 8) == {cid_of(ix, "a"): []}
+        assert ix.copy_cosines([cid_of(ix, "a")], ALICE, 8) == {cid_of(ix, "a"): Copies([])}
     finally:
         ix.close()

@@ -32,6 +32,7 @@ from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.index import Copies
 from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp
@@ -154,22 +155,35 @@ def test_copy_cosines_rpc_equals_local_and_checks_its_input(served: Served) -> N
     cids = [cid_of[d] for d in ("leave", "vpn", "salary", "laptop", "globex-leave")]
     for principal in (ALICE, BOB, EVE):
         for limit in (1, 2, 64):
-            got = index.copy_cosines(cids, principal, limit)
-            assert got == served.index.copy_cosines(cids, principal, limit)
-            assert cid_of[NO_CLAIM] not in got and set(got) == set(cids) - {cid_of[NO_CLAIM]}
-            assert all(len(v) <= limit and v == sorted(v, reverse=True) for v in got.values())
+            for expand in (0.0, 0.1):
+                got = index.copy_cosines(cids, principal, limit, expand=expand)
+                assert got == served.index.copy_cosines(cids, principal, limit, expand=expand)
+                assert cid_of[NO_CLAIM] not in got and set(got) == set(cids) - {cid_of[NO_CLAIM]}
+                assert all(
+                    len(c.cosines) <= limit and c.cosines == sorted(c.cosines, reverse=True)
+                    for c in got.values()
+                )
+                assert all(
+                    len(c.neighbors) == sum(x >= expand for x in c.cosines) if expand else not c.neighbors
+                    for c in got.values()
+                )
     # alice reads leave, vpn (no claim vector) and laptop: one other document for leave
     leave, laptop = cid_of["leave"], cid_of["laptop"]
-    alice = index.copy_cosines([leave], ALICE, 8)[leave]
+    alice = index.copy_cosines([leave], ALICE, 8)[leave].cosines
     claim_cosine = index.cosine(index.stored_vectors([laptop])[laptop], [leave])[leave]  # claim = stored here
     assert len(alice) == 1 and alice[0] == pytest.approx(claim_cosine, abs=1e-5)
-    assert len(index.copy_cosines([cid_of["leave"]], BOB, 8)[cid_of["leave"]]) == 1  # salary
-    assert index.copy_cosines([cid_of["globex-leave"]], EVE, 8) == {cid_of["globex-leave"]: []}  # set, empty
+    assert len(index.copy_cosines([cid_of["leave"]], BOB, 8)[cid_of["leave"]].cosines) == 1  # salary
+    assert index.copy_cosines([cid_of["globex-leave"]], EVE, 8) == {
+        cid_of["globex-leave"]: Copies([])
+    }  # set, empty
     assert index.copy_cosines([], ALICE, 8) == {}
     for limit in (0, 65, -1):
         with pytest.raises(RampartError) as err:
             index.copy_cosines(cids, ALICE, limit)
         assert err.value.code is ErrorCode.INVALID_ARGUMENT and err.value.details["value"] == limit
+    with pytest.raises(RampartError) as bad_expand:
+        index.copy_cosines(cids, ALICE, 8, expand=1.5)
+    assert bad_expand.value.code is ErrorCode.INVALID_ARGUMENT and "expand = 1.5" in str(bad_expand.value)
     channel = open_channel(served.address)
     with pytest.raises(grpc.RpcError) as no_principal:
         index_pb2_grpc.IndexServiceStub(channel).CopyCosines(
@@ -188,6 +202,12 @@ def test_copy_cosines_travel_when_asked(served: Served, embedder: Embedder, remo
     assert [h.copy_cosines for h in got.hits] == [h.copy_cosines for h in want.hits]
     assert len(got.hits) == 3 and all(h.copy_cosines is None for h in got.hits[2:])
     assert any(h.copy_cosines for h in got.hits[:2])
+    assert all(h.copy_neighbors is None for h in got.hits)  # not asked for
+    wide = replace(params, copy_expand=0.05)
+    want = HybridRetriever(served.index, embedder).search("parental leave weeks laptop", ALICE, wide)
+    got = remote.search("parental leave weeks laptop", ALICE, wide)
+    assert [h.copy_neighbors for h in got.hits] == [h.copy_neighbors for h in want.hits]
+    assert any(h.copy_neighbors for h in got.hits[:2])
     plain = remote.search("parental leave weeks laptop", ALICE, replace(params, copy_depth=0))
     assert all(h.copy_cosines is None for h in plain.hits)
 

@@ -145,3 +145,21 @@ def test_planted_copies_needs_enough_close_documents() -> None:
     assert hit.score == pytest.approx(0.81)  # the weakest copy that still counts
     assert "2 other documents" in hit.evidence and "0.95, 0.81" in hit.evidence
     assert planted_copies([0.99, 0.99], threshold=0.8, min_copies=0).score == 0  # off
+
+
+def test_planted_copies_border_members_join_through_a_core_neighbour() -> None:
+    # a loose sibling: one close copy (0.72) that itself has three close copies
+    cosines, neighbors = [0.72, 0.66, 0.3], [[0.85, 0.81, 0.72], [0.9, 0.5]]
+    assert planted_copies(cosines, threshold=0.8, min_copies=2).score == 0  # border off
+    hit = planted_copies(cosines, threshold=0.8, min_copies=2, neighbors=neighbors, border=0.7)
+    assert hit.score == pytest.approx(0.72)
+    assert "0.72 >= 0.70" in hit.evidence and "2 documents" in hit.evidence
+    # the neighbour at 0.66 is a core too, but beyond the border radius
+    assert planted_copies(cosines, threshold=0.8, min_copies=2, neighbors=neighbors, border=0.75).score == 0
+    # a close neighbour that is no core (one copy of its own) does not make a border member
+    lone = planted_copies([0.9], threshold=0.8, min_copies=2, neighbors=[[0.9, 0.4]], border=0.7)
+    assert lone.score == 0
+    # the core rule still wins and scores as before
+    assert (
+        planted_copies([0.9, 0.85], threshold=0.8, min_copies=2, neighbors=[[0.1]], border=0.7).score == 0.85
+    )

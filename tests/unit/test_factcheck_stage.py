@@ -128,10 +128,25 @@ def test_planted_copies_elsewhere_in_the_corpus_are_adversarial() -> None:
     )
 
 
+def test_planted_copies_border_member_is_adversarial_when_the_rule_is_on() -> None:
+    clean = "The Esma Sultan Mansion is a yalı on the Bosphorus in Ortaköy, built in 1875."
+    loose = "Laleli Mosque and Esma Sultan Mansion share one neighborhood in Istanbul."
+    items = [
+        item("loose", loose, copy_cosines=[0.74, 0.3], copy_neighbors=[[0.91, 0.86, 0.74]]),
+        item("clean", clean),
+    ]
+    off = FactCheckSettings(copy_border_threshold=0.0)
+    assert [j.verdict for j in judge(items, off)] == [Verdict.RELEVANT, Verdict.RELEVANT]
+    out = judge(items, FactCheckSettings(copy_border_threshold=0.7))
+    assert [j.verdict for j in out] == [Verdict.ADVERSARIAL, Verdict.RELEVANT]
+    assert out[0].reason.startswith("planted copies — close (claim cosine 0.74 >= 0.70)")
+
+
 def test_stage_hands_copy_cosines_to_the_checker() -> None:
-    h = hit(0).model_copy(update={"copy_cosines": [0.9, 0.85]})
+    h = hit(0).model_copy(update={"copy_cosines": [0.9, 0.85], "copy_neighbors": [[0.9, 0.8]]})
     assert to_input(h).copy_cosines == [0.9, 0.85]
-    assert to_input(hit(1)).copy_cosines is None
+    assert to_input(h).copy_neighbors == [[0.9, 0.8]]
+    assert to_input(hit(1)).copy_cosines is None and to_input(hit(1)).copy_neighbors is None
 
 
 def test_lower_ranked_paraphrases_complete_a_cluster() -> None:

@@ -28,6 +28,7 @@ from services.common.verdicts import Judgement, Verdict
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds
 from services.retrieval.hybrid import SearchOutcome, SearchParams
+from services.retrieval.index import Copies
 
 pytestmark = pytest.mark.unit
 
@@ -194,8 +195,20 @@ def test_scored_chunk_copy_cosines_none_empty_and_values_differ(cosines: list[fl
     assert back == s
 
 
+def test_scored_chunk_copy_neighbors_round_trip() -> None:
+    s = ScoredChunk(
+        chunk=CHUNK,
+        scores={"dense": 0.3},
+        fused=0.3,
+        copy_cosines=[0.9, 0.2],
+        copy_neighbors=[[0.9, 0.85, 0.1]],
+    )
+    back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(s)))  # type: ignore[arg-type]
+    assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s
+
+
 def test_copy_cosines_map_round_trip() -> None:
-    cosines = {7: [0.91, 0.4], 12: [], 2**40: [1.0]}
+    cosines = {7: Copies([0.91, 0.4], [[0.91, 0.8]]), 12: Copies([]), 2**40: Copies([1.0])}
     m = index_pb2.CopyCosinesResponse(cosines=wire.copy_cosines_to_pb(cosines))
     assert wire.copy_cosines_from_pb(bytes_trip(m).cosines) == cosines  # type: ignore[attr-defined]
 
@@ -212,7 +225,7 @@ def test_search_request_round_trip_every_param() -> None:
         bounds={"dense": Bounds(low=0.0, high=None)},
         filters=SearchFilters(doc_ids=["a"], sources=["wiki"], metadata={"dept": "hr", "n": 2}),
     )
-    params = SearchParams(**{**params.__dict__, "vectors": True, "copy_depth": 5})
+    params = SearchParams(**{**params.__dict__, "vectors": True, "copy_depth": 5, "copy_expand": 0.7})
     p = Principal(tenant="acme", user="alice", groups=["eng"])
     query, principal, back = wire.search_request_from_pb(
         bytes_trip(wire.search_request_to_pb("leave policy", p, params))  # type: ignore[arg-type]
@@ -240,6 +253,7 @@ def test_outcome_round_trip() -> None:
         (lambda m: setattr(m, "top_k", 0), "top_k", "top_k = 0"),
         (lambda m: setattr(m, "copy_depth", -1), "copy_depth", "copy_depth = -1"),
         (lambda m: setattr(m, "copy_depth", 1001), "copy_depth", "copy_depth = 1001"),
+        (lambda m: setattr(m, "copy_expand", 1.2), "copy_expand", "copy_expand = 1.2"),
         (lambda m: setattr(m, "method", retrieval_pb2.FUSION_METHOD_UNSPECIFIED), "method", "method = 0"),
         (lambda m: m.weights.__setitem__("dense", -1.0), "weights.dense", "-1.0"),
         (lambda m: setattr(m.principal, "tenant", "bad tenant!"), "principal.tenant", "bad tenant!"),

@@ -9,6 +9,11 @@ by the index). A passage with ``min_copies`` or more other documents at cosine `
 what several sources say nearly word for word — independent writing rarely does that; planted text
 does. Genuine copies (mirrored pages, templates) look the same: such corpora raise ``min_copies`` or
 set it to 0 (docs/factcheck.md).
+
+Paraphrases written loosely (PoisonedRAG's NQ texts: sibling cosines down to 0.65) leave some
+siblings short of ``min_copies`` close copies, although each is close to a sibling that has them.
+So the group is grown as DBSCAN grows a cluster: a passage within ``border`` of a *core* passage
+(one with ``min_copies`` close copies, read from ``ScoredChunk.copy_neighbors``) is a member too.
 """
 
 from __future__ import annotations
@@ -18,16 +23,37 @@ from collections.abc import Sequence
 from services.factcheck.detectors import Signal
 
 
-def planted_copies(cosines: Sequence[float] | None, *, threshold: float, min_copies: int) -> Signal:
-    """Score = the ``min_copies``-th highest cosine when at least ``min_copies`` reach ``threshold``."""
+def planted_copies(
+    cosines: Sequence[float] | None,
+    *,
+    threshold: float,
+    min_copies: int,
+    neighbors: Sequence[Sequence[float]] | None = None,
+    border: float = 0.0,
+) -> Signal:
+    """Core: score = the ``min_copies``-th highest cosine when at least ``min_copies`` reach
+    ``threshold``. Border (``border`` > 0): score = the cosine to the closest core neighbour at
+    ``border`` or above (``neighbors`` is parallel to the head of ``cosines``)."""
     if not cosines or min_copies < 1:
         return Signal.none()
     close = sorted((c for c in cosines if c >= threshold), reverse=True)
-    if len(close) < min_copies:
+    if len(close) >= min_copies:
+        score = float(close[min_copies - 1])
+        shown = ", ".join(f"{c:.2f}" for c in close[:5])
+        return Signal(
+            round(min(1.0, score), 4),
+            f"{len(close)} other documents say nearly the same (claim cosine {shown} >= {threshold:.2f})",
+        )
+    if border <= 0.0 or not neighbors:
         return Signal.none()
-    score = float(close[min_copies - 1])
-    shown = ", ".join(f"{c:.2f}" for c in close[:5])
-    return Signal(
-        round(min(1.0, score), 4),
-        f"{len(close)} other documents say nearly the same (claim cosine {shown} >= {threshold:.2f})",
-    )
+    for cos, theirs in zip(cosines, neighbors, strict=False):
+        if cos < border:
+            break
+        copies = sum(1 for c in theirs if c >= threshold)
+        if copies >= min_copies:
+            return Signal(
+                round(min(1.0, float(cos)), 4),
+                f"close (claim cosine {cos:.2f} >= {border:.2f}) to another document's passage that "
+                f"{copies} documents say nearly the same as (>= {threshold:.2f})",
+            )
+    return Signal.none()

@@ -640,18 +640,26 @@ class CopyCosines(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VALUES_FIELD_NUMBER: _builtins.int
+    NEIGHBORS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Cosines, highest first."""
+
+    @_builtins.property
+    def neighbors(self) -> _containers.RepeatedCompositeFieldContainer[Global___CopyCosines]:
+        """When asked for (`expand`): the own cosines of the first `len(neighbors)` of those closest chunks
+        (the ones at or above `expand`), each computed like `values`.
+        """
 
     def __init__(
         self,
         *,
         values: _abc.Iterable[_builtins.float] | None = ...,
+        neighbors: _abc.Iterable[Global___CopyCosines] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["neighbors", b"neighbors", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -768,8 +768,13 @@ class CopyCosinesRequest(_message.Message):
     CIDS_FIELD_NUMBER: _builtins.int
     PRINCIPAL_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    EXPAND_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     """Cosines wanted at most per chunk (one per other document), 1..64."""
+    expand: _builtins.float
+    """0 = none; else 0..1: the closest chunks at this cosine or above also get their own cosines
+    (`CopyCosines.neighbors`).
+    """
     @_builtins.property
     def cids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Chunks to look up (callers pass only ids they may read)."""
@@ -784,10 +789,11 @@ class CopyCosinesRequest(_message.Message):
         cids: _abc.Iterable[_builtins.int] | None = ...,
         principal: _types_pb2.Principal | None = ...,
         limit: _builtins.int = ...,
+        expand: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "limit", b"limit", "principal", b"principal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "expand", b"expand", "limit", b"limit", "principal", b"principal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -145,6 +145,7 @@ class SearchRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _builtins.int
     VECTORS_FIELD_NUMBER: _builtins.int
     COPY_DEPTH_FIELD_NUMBER: _builtins.int
+    COPY_EXPAND_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -161,6 +162,10 @@ class SearchRequest(_message.Message):
     """Attach each hit's stored embedding (`ScoredChunk.vector`)."""
     copy_depth: _builtins.int
     """The top `copy_depth` hits get `ScoredChunk.copy_cosines` (0..1000; 0 = none)."""
+    copy_expand: _builtins.float
+    """0 = none; else 0..1: those hits' closest chunks at this cosine or above also get their own
+    copy cosines (`ScoredChunk.copy_cosines.neighbors`).
+    """
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
         """Who is searching: tenant + ACL filter applied inside the index."""
@@ -192,10 +197,11 @@ class SearchRequest(_message.Message):
         filters: _types_pb2.SearchFilters | None = ...,
         vectors: _builtins.bool = ...,
         copy_depth: _builtins.int = ...,
+        copy_expand: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "fill_missing", b"fill_missing", "filters", b"filters", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "fill_missing", b"fill_missing", "filters", b"filters", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
