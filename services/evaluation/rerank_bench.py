@@ -53,41 +53,63 @@ def torch_scorer(hf_dir: Path, max_length: int, threads: int = 0) -> ScoreFn:
     return score
 
 
-def measure(
-    score: ScoreFn,
+def _pct(latencies: list[float], q: float) -> float:
+    ordered = sorted(latencies)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure_group(
+    scores: Mapping[str, ScoreFn],
     *,
     batch: int,
     tokens: int = 256,
     concurrency: int = 1,
     min_pairs: int = 64,
     warmup: int = 1,
-) -> dict[str, float]:
-    """pairs/s over the whole run and p50/p95 latency per call of ``batch`` pairs."""
+    rounds: int = 4,
+) -> dict[str, dict[str, float]]:
+    """pairs/s and p50/p95 per call of ``batch`` pairs for each backend at one batch and concurrency.
+
+    The backends take turns in ``rounds`` rounds (the order rotating each round) rather than one after
+    the other: a shared machine's speed drifts by tens of percent over a minute, and a ratio of two
+    backends measured a minute apart measured the drift as much as the backends.
+    """
     passages = bench_passages(batch, tokens)
     calls = max(concurrency * 2, -(-min_pairs // batch))
-    for _ in range(warmup):
-        score(QUERY, passages)
-    latencies: list[float] = []
+    rounds = max(1, min(rounds, calls // concurrency))
+    per_round = -(-calls // rounds)
+    names = list(scores)
+    for name in names:
+        for _ in range(warmup):
+            scores[name](QUERY, passages)
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+    wall = dict.fromkeys(names, 0.0)
+    done = dict.fromkeys(names, 0)
 
-    def one(_: int) -> None:
+    def one(name: str) -> None:
         t0 = time.perf_counter()
-        score(QUERY, passages)
-        latencies.append((time.perf_counter() - t0) * 1000)
+        scores[name](QUERY, passages)
+        latencies[name].append((time.perf_counter() - t0) * 1000)
 
-    t0 = time.perf_counter()
-    if concurrency == 1:
-        for i in range(calls):
-            one(i)
-    else:
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            list(pool.map(one, range(calls)))
-    wall = time.perf_counter() - t0
-    latencies.sort()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                t0 = time.perf_counter()
+                if concurrency == 1:
+                    for _ in range(per_round):
+                        one(name)
+                else:
+                    list(pool.map(one, [name] * per_round))
+                wall[name] += time.perf_counter() - t0
+                done[name] += per_round
     return {
-        "pairs_per_s": round(calls * batch / wall, 1),
-        "p50_ms": round(statistics.median(latencies), 1),
-        "p95_ms": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 1),
-        "calls": float(calls),
+        name: {
+            "pairs_per_s": round(done[name] * batch / wall[name], 1),
+            "p50_ms": round(statistics.median(latencies[name]), 1),
+            "p95_ms": round(_pct(latencies[name], 0.95), 1),
+            "calls": float(done[name]),
+        }
+        for name in names
     }
 
 
@@ -100,22 +122,29 @@ def run_rerank_bench(
     min_pairs: int = 64,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per (backend, batch, concurrency)."""
+    """One row per (backend, batch, concurrency); backends sharing a (batch, concurrency) take turns
+    (:func:`measure_group`), so their ratio is taken under the same machine conditions."""
     conc = concurrency or {}
-    plan = [(name, b, c) for name in backends for b in batches for c in conc.get(name, (1,))]
-    rows: list[dict[str, Any]] = []
-    for i, (name, b, c) in enumerate(plan, start=1):
-        rows.append(
-            {
-                "backend": name,
-                "batch": b,
-                "concurrency": c,
-                **measure(backends[name], batch=b, tokens=tokens, concurrency=c),
-            }
+    groups: dict[tuple[int, int], list[str]] = {}
+    for b in batches:
+        for name in backends:
+            for c in conc.get(name, (1,)):
+                groups.setdefault((b, c), []).append(name)
+    found: dict[tuple[str, int, int], dict[str, float]] = {}
+    for i, ((b, c), names) in enumerate(groups.items(), start=1):
+        figures = measure_group(
+            {n: backends[n] for n in names}, batch=b, tokens=tokens, concurrency=c, min_pairs=min_pairs
         )
+        for name, row in figures.items():
+            found[(name, b, c)] = row
         if progress:
-            progress("bench rerank", i, len(plan))
-    return rows
+            progress("bench rerank", i, len(groups))
+    return [
+        {"backend": name, "batch": b, "concurrency": c, **found[(name, b, c)]}
+        for name in backends
+        for b in batches
+        for c in conc.get(name, (1,))
+    ]
 
 
 def ratios(rows: list[dict[str, Any]], remote: str, local: str) -> list[dict[str, Any]]:
