@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common.errors import HTTP_STATUS, ErrorCode, RampartError
 
@@ -76,3 +77,11 @@ def http_exception_error(status: int, detail: str, method: str, path: str, allow
 def error_response(exc: RampartError, headers: dict[str, str] | None = None) -> JSONResponse:
     """``exc`` as its JSON body with its HTTP status."""
     return JSONResponse(exc.to_dict(), status_code=exc.http_status, headers=headers)
+
+
+def routing_error_response(exc: StarletteHTTPException, method: str, path: str) -> JSONResponse:
+    """Starlette's own 404/405/400 in the house error shape, keeping its headers (``Allow`` on 405)."""
+    headers = dict(exc.headers or {})
+    allow = next((v for k, v in headers.items() if k.lower() == "allow"), None)
+    error = http_exception_error(exc.status_code, str(exc.detail), method, path, allow)
+    return JSONResponse(error.to_dict(), status_code=exc.status_code, headers=headers or None)

@@ -113,6 +113,27 @@ def measure_group(
     }
 
 
+def measure(
+    score: ScoreFn,
+    *,
+    batch: int,
+    tokens: int = 256,
+    concurrency: int = 1,
+    min_pairs: int = 64,
+    warmup: int = 1,
+) -> dict[str, float]:
+    """:func:`measure_group` for one backend (``rampart bench contradiction``)."""
+    return measure_group(
+        {"one": score},
+        batch=batch,
+        tokens=tokens,
+        concurrency=concurrency,
+        min_pairs=min_pairs,
+        warmup=warmup,
+        rounds=1,
+    )["one"]
+
+
 def run_rerank_bench(
     backends: dict[str, ScoreFn],
     *,

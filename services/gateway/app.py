@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.common import metrics as rampart_metrics
 from services.common import telemetry
 from services.common.errors import ErrorCode, RampartError
-from services.common.http_errors import error_response, http_exception_error, invalid_request
+from services.common.http_errors import error_response, invalid_request, routing_error_response
 from services.common.otel import current_trace_id, instrument_fastapi
 from services.common.types import DocumentStatus, Principal
 from services.gateway.api_keys import ApiKeyStore
@@ -130,12 +130,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        headers = dict(exc.headers or {})  # keeps Starlette's Allow header on 405
-        allow = next((v for k, v in headers.items() if k.lower() == "allow"), None)
-        error = http_exception_error(
-            exc.status_code, str(exc.detail), request.method, request.url.path, allow
-        )
-        return JSONResponse(error.to_dict(), status_code=exc.status_code, headers=headers or None)
+        return routing_error_response(exc, request.method, request.url.path)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -18,9 +18,10 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.http_errors import error_response, invalid_request
+from services.common.http_errors import error_response, invalid_request, routing_error_response
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import instrument_fastapi
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
@@ -91,6 +92,10 @@ def create_orchestrator_app(backend: OrchestratorBackend, *, token: str | None =
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         return error_response(invalid_request(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def routing_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return routing_error_response(exc, request.method, request.url.path)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -34,3 +34,34 @@ def test_invalid_request_is_bounded_and_never_empty() -> None:
     many = [{"loc": ("body", f"f{i}"), "msg": "bad", "type": "x"} for i in range(50)]
     assert len(invalid_request(RequestValidationError(many)).details["errors"]) == MAX_PROBLEMS
     assert invalid_request(RequestValidationError([])).message == "invalid request: body: invalid"
+
+
+class _UnusedBackend:
+    """Routing errors are answered before any backend call; every call here is a test failure."""
+
+    async def search(self, call: object) -> object:
+        raise AssertionError("search must not be reached")
+
+    async def answer(self, call: object) -> object:
+        raise AssertionError("answer must not be reached")
+
+    async def readiness(self) -> dict[str, object]:
+        raise AssertionError("readiness must not be reached")
+
+
+def test_orchestrator_ingress_answers_routing_errors_in_the_house_shape() -> None:
+    from fastapi.testclient import TestClient
+
+    from services.orchestrator.http_app import create_orchestrator_app
+
+    client = TestClient(create_orchestrator_app(_UnusedBackend(), token=None))  # type: ignore[arg-type]
+    missing = client.get("/v1/nowhere")
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "not_found"
+    wrong = client.get("/v1/search")
+    assert wrong.status_code == 405
+    body = wrong.json()
+    assert body["code"] == "method_not_allowed"
+    assert body["details"]["allow"] == ["POST"]
+    assert "use POST" in body["message"]
+    assert wrong.headers["allow"] == "POST"
