@@ -10,8 +10,8 @@ batch, so a pair's probabilities move slightly (measured: see the model card) wi
 beside it; verdicts should not hinge on the third decimal.
 
 Inputs are never fatal: empty strings, binary junk and lone surrogates are scored like any text, and
-very long texts are cut to :data:`MAX_CHARS_PER_TOKEN` characters per model token before tokenising
-(the tokenizer then truncates the pair longest-first to the model's length).
+very long texts are cut before tokenising (``pair_scorer.MAX_CHARS_PER_TOKEN`` characters per model
+token; the tokenizer then truncates the pair longest-first to the model's length).
 """
 
 from __future__ import annotations
@@ -29,9 +29,6 @@ from services.rerank.pair_scorer import MAX_POSITIONS, PairScorer
 LABELS = ("SUPPORT", "CONTRADICT", "NEI")
 SUPPORT, CONTRADICT, NEI = range(3)  # column indices of :meth:`ContradictionModel.predict`
 BATCH_SIZE = 32
-# A model token is rarely more than a dozen characters of text: anything past this many characters per
-# token of the model's length would be truncated anyway, so it is never tokenised.
-MAX_CHARS_PER_TOKEN = 16
 _WHAT = "contradiction classifier"
 _FIX = "run `rampart models build` (or set RAMPART_FACTCHECK__USE_CONTRADICTION_MODEL=false)"
 
@@ -43,7 +40,6 @@ class ContradictionModel:
         self._scorer = scorer
         self._model_id = model_id
         self._columns = list(columns)  # model output column of each of LABELS
-        self._max_chars = scorer.max_length * MAX_CHARS_PER_TOKEN
 
     @classmethod
     def from_dir(cls, path: Path, *, variant: str = "int8", threads: int = 0) -> ContradictionModel:
@@ -107,7 +103,7 @@ class ContradictionModel:
                     f"{type(pair).__name__}; decode bytes to text first",
                     field="pairs",
                 )
-            cleaned.append((pair[0][: self._max_chars], pair[1][: self._max_chars]))
+            cleaned.append((pair[0], pair[1]))
         logits = self._scorer.logits_pairs(cleaned)[:, self._columns].astype(np.float64)
         logits -= logits.max(axis=1, keepdims=True)
         probs = np.exp(logits)
