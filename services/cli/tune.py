@@ -60,12 +60,28 @@ def tune_factcheck(
     ] = 0.05,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every grid point here")] = None,
     k: Annotated[int, typer.Option(min=1, max=100, help="Recall@k and poison-in-top-k depth")] = 10,
+    cases_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--cases",
+            help="Keep the collected per-query evidence here and reuse it while sets, models and settings "
+            "are unchanged (a pickle: only ever a file your own run wrote)",
+        ),
+    ] = None,
 ) -> None:
     """Grid-search the fact-check thresholds (near-duplicate cosine and size, strip coverage, relevance
     probability) and fit the reranker calibration, on dev attack sets; prints the settings to use."""
     from services.evaluation.attack import attack_queries, load_attacks, poisoned_index
     from services.evaluation.beir import available_splits, load_beir
-    from services.evaluation.factcheck_tune import GRID, collect_cases, fit_calibration, grid_search
+    from services.evaluation.factcheck_tune import (
+        GRID,
+        cases_key,
+        collect_cases,
+        fit_calibration,
+        grid_search,
+        load_cases,
+        save_cases,
+    )
     from services.evaluation.splits import select_queries
     from services.rerank.reranker import build_reranker
     from services.rerank.score_cache import ScoreCache
@@ -88,10 +104,14 @@ def tune_factcheck(
         embedder = build_embedder(settings)
         reranker = build_reranker(settings) if settings.rerank.enabled else None
         stage = RerankStage(reranker, ScoreCache(200_000))
-        cases = []
+        key = cases_key({"sets": sets, "clean_queries": clean_queries, "k": k}, wide)
+        cached = load_cases(cases_file, key) if cases_file else None
+        if cached is not None:
+            console.print(f"reusing {len(cached)} collected queries from {cases_file}")
+        cases = cached or []
         with progress_bar() as bar:
             progress = task_updater(bar)
-            for spec in sets:
+            for spec in [] if cached is not None else sets:
                 corpus, attacks_path, query_split = _parse_set(spec)
                 root = resolve_dataset(Path(corpus), settings)
                 splits = available_splits(root)
@@ -117,6 +137,8 @@ def tune_factcheck(
                         k=k,
                         progress=progress,
                     )
+        if cases_file and cached is None:
+            save_cases(cases_file, key, cases)
         calibration = fit_calibration(cases, settings.factcheck.depth)
         tuned = settings.model_copy(
             update={"factcheck": settings.factcheck.model_copy(update={"calibration": calibration})}

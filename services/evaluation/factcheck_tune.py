@@ -9,9 +9,13 @@ least poison in the final context while clean Recall@10 loses at most ``max_reca
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -98,6 +102,42 @@ def collect_cases(
         if progress and (i % 10 == 0 or i == len(queries)):
             progress("collect", i, len(queries))
     return cases
+
+
+CASES_FORMAT = 1
+
+
+def cases_key(inputs: dict[str, Any], settings: RampartSettings) -> str:
+    """Fingerprint of everything the collected cases depend on: the sets, the query counts, the
+    models and every setting (hashed: the key names no value, secrets included)."""
+    blob = json.dumps(
+        {"format": CASES_FORMAT, "inputs": inputs, "settings": settings.model_dump(mode="json")},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def save_cases(path: Path, key: str, cases: Sequence[Case]) -> None:
+    """Keep collected cases for the next run with the same key (written atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        pickle.dump({"key": key, "cases": list(cases)}, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+
+
+def load_cases(path: Path, key: str) -> list[Case] | None:
+    """Cases saved by :func:`save_cases` under the same key, else ``None`` (collect afresh).
+
+    A pickle runs code when loaded: load only a file this machine's own tuning run wrote."""
+    if not path.is_file():
+        return None
+    with path.open("rb") as f:
+        saved = pickle.load(f)  # noqa: S301 - our own cache file, see docstring
+    if not isinstance(saved, dict) or saved.get("key") != key:
+        return None
+    return list(saved["cases"])
 
 
 def evaluate_cases(cases: Sequence[Case], settings: RampartSettings, *, k: int) -> dict[str, Any]:

@@ -74,3 +74,23 @@ def test_platt_calibration_orders_and_centres() -> None:
     a, _b = fit_calibration(cases, 10)
     assert a > 0  # higher logit, more likely relevant
     assert fit_calibration([_case([1.0, 2.0], set())], 10) == (1.0, 0.0)  # one class only: identity
+
+
+def test_collected_cases_are_reused_only_under_the_same_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from services.common.settings import RampartSettings
+    from services.evaluation.factcheck_tune import cases_key, load_cases, save_cases
+
+    settings = RampartSettings()
+    key = cases_key({"sets": ["a::b"], "clean_queries": 300, "k": 10}, settings)
+    path = tmp_path / "cases.pkl"
+    assert load_cases(path, key) is None  # nothing saved yet
+    save_cases(path, key, [_case([1.0, -1.0], {0})])
+    (case,) = load_cases(path, key) or []
+    assert case.head[0].scores == {"rerank": 1.0} and case.trace.relevant == {"d0": 1}
+    # another set, query count or setting is another key: collect afresh
+    assert cases_key({"sets": ["a::c"], "clean_queries": 300, "k": 10}, settings) != key
+    tighter = settings.model_copy(
+        update={"factcheck": settings.factcheck.model_copy(update={"copy_threshold": 0.9})}
+    )
+    other = cases_key({"sets": ["a::b"], "clean_queries": 300, "k": 10}, tighter)
+    assert other != key and load_cases(path, other) is None
