@@ -264,6 +264,14 @@ class FactCheckSettings(BaseModel):
         "that has copy_min_docs near-copies itself (DBSCAN's border members; the search fetches those "
         "members' copies too); 0 = off",
     )
+    copy_border_slack: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="How far below the core member's own copy_min_docs-th near-copy cosine a border "
+        "member may lie (a genuine paragraph on the planted subject lies farther out than the "
+        "planted siblings); 1 = no such condition",
+    )
     untrusted_sources: list[str] = Field(
         default_factory=list, description="Glob patterns over a chunk's source marking it untrusted"
     )

@@ -33,19 +33,25 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever
 
 GRID: dict[str, list[Any]] = {
-    # grid 5 settled the cluster rule near these (docs/benchmarks.md)
-    "duplicate_threshold": [0.78, 0.84, 0.9],
-    "duplicate_min_docs": [4, 5],
+    # grids 5 and 6 settled the cluster rule near these (docs/benchmarks.md)
+    "duplicate_threshold": [0.84, 0.9],
+    "duplicate_min_docs": [5],
     "context_depth": [30],
     "copy_threshold": [0.75, 0.8, 0.85],
-    "copy_min_docs": [0, 1, 2, 3],
-    # grid 6 adds the planted-copies rule's border members (0 = off)
-    "copy_border_threshold": [0.0, 0.65, 0.7, 0.75, 0.8],
+    "copy_min_docs": [2, 3],
+    # grid 6 added the planted-copies rule's border members (0 = off), grid 7 their slack
+    "copy_border_threshold": [0.0, 0.7],
+    "copy_border_slack": [0.0, 0.02, 0.05, 0.1, 1.0],
     # grid 3 settled these
     "conflict_threshold": [0.8],
     "coverage_threshold": [0.34],
     "relevance_threshold": [0.02, 0.1],
 }
+
+
+def _redundant(params: dict[str, Any]) -> bool:
+    """A point that repeats another: the border slack means nothing with border members off."""
+    return params.get("copy_border_threshold") == 0.0 and params.get("copy_border_slack", 1.0) != 1.0
 
 
 @dataclass
@@ -105,15 +111,20 @@ def collect_cases(
 
 
 CASES_FORMAT = 1
+# The fact-check settings collection reads (retrieval depth and copy lookups, per-passage evidence);
+# the rest only steer the set-level decision the grid re-runs, so changing them keeps the cases valid.
+COLLECTION_FIELDS = ("depth", "context_depth", "copy_min_docs", "copy_border_threshold", "untrusted_sources")
 
 
 def cases_key(inputs: dict[str, Any], settings: RampartSettings) -> str:
-    """Fingerprint of everything the collected cases depend on: the sets, the query counts, the
-    models and every setting (hashed: the key names no value, secrets included)."""
+    """Fingerprint of what the collected cases depend on: the sets, the query counts, the models and
+    every setting but the decision-only fact-check ones (hashed: the key names no value, secrets
+    included). Code is not in it: after changing retrieval, reranking or a per-passage detector,
+    delete the file (docs/factcheck.md)."""
+    dump = settings.model_dump(mode="json")
+    dump["factcheck"] = {f: dump["factcheck"][f] for f in COLLECTION_FIELDS}
     blob = json.dumps(
-        {"format": CASES_FORMAT, "inputs": inputs, "settings": settings.model_dump(mode="json")},
-        sort_keys=True,
-        default=str,
+        {"format": CASES_FORMAT, "inputs": inputs, "settings": dump}, sort_keys=True, default=str
     )
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -201,6 +212,8 @@ def grid_search(
     names = list(grid)
     for values in itertools.product(*(grid[n] for n in names)):
         params = dict(zip(names, values, strict=True))
+        if _redundant(params):
+            continue
         s = settings.model_copy(update={"factcheck": settings.factcheck.model_copy(update=params)})
         f = evaluate_cases(cases, s, k=k)
         loss = f["clean_recall@10_without_factcheck"] - f["clean_recall@10_with_factcheck"]

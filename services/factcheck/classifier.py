@@ -116,6 +116,7 @@ def decide(
                 min_copies=settings.copy_min_docs,
                 neighbors=item.copy_neighbors,
                 border=settings.copy_border_threshold,
+                slack=settings.copy_border_slack,
             )
         ).score > 0:
             verdicts[k] = (

@@ -89,8 +89,21 @@ def test_collected_cases_are_reused_only_under_the_same_key(tmp_path) -> None:  
     assert case.head[0].scores == {"rerank": 1.0} and case.trace.relevant == {"d0": 1}
     # another set, query count or setting is another key: collect afresh
     assert cases_key({"sets": ["a::c"], "clean_queries": 300, "k": 10}, settings) != key
+    deeper = settings.model_copy(
+        update={"factcheck": settings.factcheck.model_copy(update={"context_depth": 50})}
+    )
+    other = cases_key({"sets": ["a::b"], "clean_queries": 300, "k": 10}, deeper)
+    assert other != key and load_cases(path, other) is None
+    # a threshold the grid varies anyway does not change what was collected
     tighter = settings.model_copy(
         update={"factcheck": settings.factcheck.model_copy(update={"copy_threshold": 0.9})}
     )
-    other = cases_key({"sets": ["a::b"], "clean_queries": 300, "k": 10}, tighter)
-    assert other != key and load_cases(path, other) is None
+    assert cases_key({"sets": ["a::b"], "clean_queries": 300, "k": 10}, tighter) == key
+
+
+def test_grid_skips_slack_points_without_border_members() -> None:
+    from services.evaluation.factcheck_tune import _redundant
+
+    assert _redundant({"copy_border_threshold": 0.0, "copy_border_slack": 0.02})
+    assert not _redundant({"copy_border_threshold": 0.0, "copy_border_slack": 1.0})
+    assert not _redundant({"copy_border_threshold": 0.7, "copy_border_slack": 0.02})

@@ -163,3 +163,22 @@ def test_planted_copies_border_members_join_through_a_core_neighbour() -> None:
     assert (
         planted_copies([0.9, 0.85], threshold=0.8, min_copies=2, neighbors=[[0.1]], border=0.7).score == 0.85
     )
+
+
+def test_planted_copies_border_member_must_lie_as_close_as_the_cores_own_copies() -> None:
+    # the core's second copy is at 0.81: a sibling at 0.78 looks like one of the group,
+    # a same-subject paragraph at 0.70 only lies near it
+    core = [0.85, 0.81, 0.7]
+    sibling = planted_copies([0.78], threshold=0.8, min_copies=2, neighbors=[core], border=0.7, slack=0.05)
+    assert sibling.score == pytest.approx(0.78)
+    assert "as close as its own copies (0.81)" in sibling.evidence
+    near = planted_copies([0.7], threshold=0.8, min_copies=2, neighbors=[core], border=0.7, slack=0.05)
+    assert near.score == 0
+    # slack 1 (the default) is the plain border rule
+    assert planted_copies([0.7], threshold=0.8, min_copies=2, neighbors=[core], border=0.7).score == 0.7
+    # a farther neighbour whose copies are looser can still vouch for it
+    loose_core = [0.82, 0.8]
+    two = planted_copies(
+        [0.72, 0.71], threshold=0.8, min_copies=2, neighbors=[[0.95, 0.93], loose_core], border=0.7, slack=0.1
+    )
+    assert two.score == pytest.approx(0.71)

@@ -14,6 +14,10 @@ Paraphrases written loosely (PoisonedRAG's NQ texts: sibling cosines down to 0.6
 siblings short of ``min_copies`` close copies, although each is close to a sibling that has them.
 So the group is grown as DBSCAN grows a cluster: a passage within ``border`` of a *core* passage
 (one with ``min_copies`` close copies, read from ``ScoredChunk.copy_neighbors``) is a member too.
+A genuine paragraph on the planted subject lies that close as well, but farther from the core than
+the core's own copies lie (measured on dev: a median 0.16 below the core's ``min_copies``-th copy,
+planted siblings 0.03), so with ``slack`` < 1 a border member must also lie within ``slack`` of
+that copy: it must look like one of the group, not only near it.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ def planted_copies(
     min_copies: int,
     neighbors: Sequence[Sequence[float]] | None = None,
     border: float = 0.0,
+    slack: float = 1.0,
 ) -> Signal:
     """Core: score = the ``min_copies``-th highest cosine when at least ``min_copies`` reach
     ``threshold``. Border (``border`` > 0): score = the cosine to the closest core neighbour at
-    ``border`` or above (``neighbors`` is parallel to the head of ``cosines``)."""
+    ``border`` or above and no more than ``slack`` below that neighbour's ``min_copies``-th copy
+    (``neighbors`` is parallel to the head of ``cosines``)."""
     if not cosines or min_copies < 1:
         return Signal.none()
     close = sorted((c for c in cosines if c >= threshold), reverse=True)
@@ -49,11 +55,12 @@ def planted_copies(
     for cos, theirs in zip(cosines, neighbors, strict=False):
         if cos < border:
             break
-        copies = sum(1 for c in theirs if c >= threshold)
-        if copies >= min_copies:
+        own = sorted((c for c in theirs if c >= threshold), reverse=True)
+        if len(own) >= min_copies and cos >= own[min_copies - 1] - slack:
+            within = f", as close as its own copies ({own[min_copies - 1]:.2f})" if slack < 1.0 else ""
             return Signal(
                 round(min(1.0, float(cos)), 4),
                 f"close (claim cosine {cos:.2f} >= {border:.2f}) to another document's passage that "
-                f"{copies} documents say nearly the same as (>= {threshold:.2f})",
+                f"{len(own)} documents say nearly the same as (>= {threshold:.2f}){within}",
             )
     return Signal.none()
