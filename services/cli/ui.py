@@ -76,7 +76,7 @@ def task_updater(bar: Progress) -> Callable[[str, int, int], None]:
     def update(name: str, done: int, total: int) -> None:
         if name not in tasks:
             tasks[name] = bar.add_task(name, total=total)
-        bar.update(tasks[name], completed=done)
+        bar.update(tasks[name], completed=done, total=total)  # a name reused for another set: its total
 
     return update
 
