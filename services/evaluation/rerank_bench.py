@@ -8,12 +8,13 @@ fp32 and int8 in-process, and Triton over gRPC (python backend, same ONNX file) 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from services.evaluation.metrics import latency_ms_p50, latency_ms_p95
 
 ScoreFn = Callable[[str, Sequence[str]], Any]
 
@@ -51,11 +52,6 @@ def torch_scorer(hf_dir: Path, max_length: int, threads: int = 0) -> ScoreFn:
             return model(**feeds).logits[:, 0].numpy()
 
     return score
-
-
-def _pct(latencies: list[float], q: float) -> float:
-    ordered = sorted(latencies)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def measure_group(
@@ -105,8 +101,8 @@ def measure_group(
     return {
         name: {
             "pairs_per_s": round(done[name] * batch / wall[name], 1),
-            "p50_ms": round(statistics.median(latencies[name]), 1),
-            "p95_ms": round(_pct(latencies[name], 0.95), 1),
+            "p50_ms": round(latency_ms_p50(latencies[name]), 1),
+            "p95_ms": round(latency_ms_p95(latencies[name]), 1),
             "calls": float(done[name]),
         }
         for name in names

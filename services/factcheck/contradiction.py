@@ -93,7 +93,7 @@ class ContradictionModel:
         """
         if isinstance(pairs, str | bytes):
             raise invalid("contradiction pairs must be a list of (evidence, claim) tuples, not one string")
-        cleaned: list[tuple[str, str]] = []
+        checked: list[tuple[str, str]] = []
         for i, pair in enumerate(pairs):
             if not (
                 isinstance(pair, tuple | list) and len(pair) == 2 and all(isinstance(t, str) for t in pair)
@@ -103,8 +103,8 @@ class ContradictionModel:
                     f"{type(pair).__name__}; decode bytes to text first",
                     field="pairs",
                 )
-            cleaned.append((pair[0], pair[1]))
-        logits = self._scorer.logits_pairs(cleaned)[:, self._columns].astype(np.float64)
+            checked.append((pair[0], pair[1]))
+        logits = self._scorer.logits_pairs(checked)[:, self._columns].astype(np.float64)
         logits -= logits.max(axis=1, keepdims=True)
         probs = np.exp(logits)
         probs /= probs.sum(axis=1, keepdims=True)

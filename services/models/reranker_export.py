@@ -356,7 +356,7 @@ def _install_variants(
             str(q8),
             weight_type=QuantType.QInt8,
             per_channel=True,
-            # 7-bit weights: CPUs without VNNI (AVX2 only, e.g. this project's AMD EPYC CI machines) sum
+            # 7-bit weights: CPUs without VNNI (AVX2 only, e.g. the AMD EPYC this was measured on) sum
             # u8*s8 products in int16 and saturate with 8-bit weights — there a 2-step test model's int8
             # ranking fell to Spearman 0.78 against fp32; with reduce_range it passes the check
             reduce_range=True,
