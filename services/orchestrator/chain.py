@@ -11,15 +11,15 @@ where ``coverage`` is the share of the question's content terms the leads contai
 the mean cross-encoder probability (sigmoid of the rerank logit; the fused score without a reranker)
 of each lead for the query that found it. Work is bounded whatever the input: at most
 ``1 + B * (max_steps - 1)`` calls. The search stops early when step 1's top two already cover the
-question's terms (``stop_score``; single-fact and comparison questions usually do) or its top two stand apart from the
-rest (``apart_ratio``), when the best
+question's terms (``stop_score``; single-fact and comparison questions usually do), its top two stand apart from the
+rest (``apart_ratio``) or it holds the two documents the question names by title, when the best
 chain reaches ``stop_score``, when a step raises no chain's coverage (it found nothing the question
 asked for), when no beam gains a new lead, or when no proposal's prior reaches ``min_prior`` (a weak
 guess is not worth a retrieval call).
 
 The result ranks the best chain's evidence first — each hop's lead, greedily by the question terms it
 adds, then the hops' other results round-robin — deduplicated by chunk, then the rest of step 1's
-results.
+results; two documents the question names by title ("Were Skin Yard and Ostava …") go first.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from services.common.settings import ChainSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import ScoredChunk
 from services.factcheck.text import terms
+from services.orchestrator.named_titles import named_first, named_pair
 from services.orchestrator.plan import Searcher
 from services.orchestrator.subqueries import HeuristicProposer, Proposer, coverage, passage_text
 from services.retrieval.hybrid import SearchOutcome
@@ -60,7 +61,8 @@ class ChainResult:
     score: float
     calls: int  # retrieval calls spent, over all beams
     steps: int
-    stopped: str  # covered | apart | score | max_steps | no_gain | no_new_evidence | no_proposals | empty
+    # covered | apart | named | score | max_steps | no_gain | no_new_evidence | no_proposals | empty
+    stopped: str
     explored: list[Hop] = field(default_factory=list)  # every hop tried, for the trace and debugging
     degraded: list[str] = field(default_factory=list)
 
@@ -179,6 +181,8 @@ class ChainRetriever:
             beams, stopped = beams[:1], "covered"
         elif s.apart_ratio is not None and stand_apart(first, s.apart_ratio):
             beams, stopped = beams[:1], "apart"
+        elif named_pair(question, first) is not None:
+            beams, stopped = beams[:1], "named"
         while stopped == "max_steps":
             best = max(beams + finished, key=lambda b: b.score)
             if best.score >= s.stop_score:
@@ -294,7 +298,8 @@ def _cover_order(question: str, leads: Sequence[ScoredChunk]) -> list[ScoredChun
 
 def _ranked(question: str, beam: _Beam, first: Sequence[ScoredChunk]) -> list[ScoredChunk]:
     """Leads in greedy coverage order, the hops' other results round-robin, then step 1's rest; one
-    entry per chunk.
+    entry per chunk; then the two documents the question names by title, if it names two, go first
+    (``named_titles``).
 
     ``fused`` is rewritten to a descending rank score so consumers that sort by it keep this order.
     """
@@ -309,5 +314,6 @@ def _ranked(question: str, beam: _Beam, first: Sequence[ScoredChunk]) -> list[Sc
             continue
         seen.add(hit.chunk.chunk_id)
         out.append(hit)
+    out = named_first(question, out)
     n = len(out)
     return [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(out)]
