@@ -20,6 +20,8 @@ from services.common.types import ScoredChunk
 from services.orchestrator.subqueries import clean_title
 
 NAMED_DEPTH = 10  # distinct documents of the ranking whose titles are looked for in the question
+# Not ``factcheck.text.words``: that lower-cases (case tells a title from a common word here) and keeps
+# apostrophes whole, so "James's" and "James’s" would differ; here both are "James s".
 _WORD = re.compile(r"\w+")
 
 
