@@ -33,7 +33,7 @@ from services.common.settings import ChainSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import ScoredChunk
 from services.factcheck.text import terms
-from services.orchestrator.named_titles import named_first, named_pair
+from services.orchestrator.named_titles import linked_next, linked_second, named_first, named_pair
 from services.orchestrator.plan import Searcher
 from services.orchestrator.subqueries import HeuristicProposer, Proposer, coverage, passage_text
 from services.retrieval.hybrid import SearchOutcome
@@ -298,8 +298,9 @@ def _cover_order(question: str, leads: Sequence[ScoredChunk]) -> list[ScoredChun
 
 def _ranked(question: str, beam: _Beam, first: Sequence[ScoredChunk]) -> list[ScoredChunk]:
     """Leads in greedy coverage order, the hops' other results round-robin, then step 1's rest; one
-    entry per chunk; then the two documents the question names by title, if it names two, go first
-    (``named_titles``).
+    entry per chunk; then titles decide (``named_titles``): the two documents the question names go
+    first, if it names two; else a page linked by title to the top one goes second, if the top two are
+    not linked; then the pages the top two name come right behind them.
 
     ``fused`` is rewritten to a descending rank score so consumers that sort by it keep this order.
     """
@@ -314,6 +315,6 @@ def _ranked(question: str, beam: _Beam, first: Sequence[ScoredChunk]) -> list[Sc
             continue
         seen.add(hit.chunk.chunk_id)
         out.append(hit)
-    out = named_first(question, out)
+    out = linked_next(question, linked_second(question, named_first(question, out)))
     n = len(out)
     return [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(out)]

@@ -9,6 +9,13 @@ ranking have titles the question spells out, they go first. Matching is on whole
 parenthetical ("Awake (film)" is named by "Awake"; of two documents with one title, the better-ranked
 counts). Three or more named titles, or one title inside the other ("Skin Yard" / "Skin Yard Live"),
 are ambiguous and change nothing.
+
+The same matching finds the bridge of a two-hop question, the page the answer needs second: it is
+usually named by the first ("the label of the band that released *Bleach*": the *Bleach* page names
+*Sub Pop*), or names it. Two pages that neither name the other rarely answer a two-hop question
+together, so when the top two are unlinked, :func:`linked_second` brings the best page linked to the
+top one up to second. :func:`linked_next` then moves the documents the top two name, from anywhere in
+the head, to just behind them, so the bridge page reaches the top five when the top two are not it.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from collections.abc import Sequence
 from services.common.types import ScoredChunk
 from services.orchestrator.subqueries import clean_title
 
+LINK_DEPTH = 30  # distinct documents searched for pages the top two name
 NAMED_DEPTH = 10  # distinct documents of the ranking whose titles are looked for in the question
 # Not ``factcheck.text.words``: that lower-cases (case tells a title from a common word here) and keeps
 # apostrophes whole, so "James's" and "James’s" would differ; here both are "James s".
@@ -63,3 +71,58 @@ def named_first(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED_D
     if pair is None:
         return list(hits)
     return [hits[pair[0]], hits[pair[1]], *(h for k, h in enumerate(hits) if k not in pair)]
+
+
+def _names(a: ScoredChunk, b: ScoredChunk, asked: str) -> bool:
+    """Whether ``a``'s text spells out ``b``'s title, a title the question does not name: a page the
+    question names is mentioned by every page retrieved for that name, so a mention says nothing."""
+    title = _spelled(clean_title(b.chunk.title))
+    return len(title.strip()) > 2 and title in _spelled(a.chunk.text) and title not in asked
+
+
+def linked_second(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED_DEPTH) -> list[ScoredChunk]:
+    """``hits`` with the first document linked by title to the top one (either names the other) moved to
+    second place, when the top two are not linked to each other and the question does not name two
+    documents; otherwise unchanged. Two unlinked pages rarely answer a two-hop question together."""
+    firsts: dict[str, int] = {}
+    for i, hit in enumerate(hits):
+        firsts.setdefault(hit.chunk.doc_id, i)
+    best = [hits[i] for i in firsts.values()][:depth]
+    asked = _spelled(question)
+    if len(best) < 3 or named_pair(question, hits, depth) is not None:
+        return list(hits)
+    top, second = best[0], best[1]
+    if _names(top, second, asked) or _names(second, top, asked):
+        return list(hits)
+    link = next((h for h in best[2:] if _names(top, h, asked) or _names(h, top, asked)), None)
+    if link is None:
+        return list(hits)
+    doc = link.chunk.doc_id
+    cut = firsts[top.chunk.doc_id] + 1
+    rest = [h for h in hits[cut:] if h.chunk.doc_id != doc]
+    return [*hits[:cut], *(h for h in hits if h.chunk.doc_id == doc), *rest]
+
+
+def linked_next(question: str, hits: Sequence[ScoredChunk], depth: int = LINK_DEPTH) -> list[ScoredChunk]:
+    """``hits`` with the documents that the top two documents' best chunks name by title (among the first
+    ``depth`` documents; titles the question names do not count, :func:`named_first` placed those) moved,
+    with all their chunks and in their order, to just behind the top two's best chunks."""
+    firsts: dict[str, int] = {}  # doc -> index of its best chunk, in ranking order
+    for i, hit in enumerate(hits):
+        firsts.setdefault(hit.chunk.doc_id, i)
+    if len(firsts) < 3:
+        return list(hits)
+    docs = list(firsts)
+    leads = docs[:2]
+    said = " ".join(_spelled(hits[firsts[d]].chunk.text) for d in leads)
+    asked = _spelled(question)
+    moved: set[str] = set()
+    for doc in docs[2:depth]:
+        title = _spelled(clean_title(hits[firsts[doc]].chunk.title))
+        if len(title.strip()) > 2 and title in said and title not in asked:
+            moved.add(doc)
+    if not moved:
+        return list(hits)
+    cut = firsts[leads[1]] + 1
+    tail = [h for h in hits[cut:] if h.chunk.doc_id not in moved]  # hits[:cut] is the top two's only
+    return [*hits[:cut], *(h for h in hits if h.chunk.doc_id in moved), *tail]

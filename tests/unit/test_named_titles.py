@@ -7,7 +7,7 @@ import pytest
 from services.common.settings import ChainSettings
 from services.common.types import Chunk, ScoredChunk
 from services.orchestrator.chain import ChainRetriever
-from services.orchestrator.named_titles import named_first, named_pair
+from services.orchestrator.named_titles import linked_next, linked_second, named_first, named_pair
 from services.retrieval.hybrid import SearchOutcome
 
 pytestmark = pytest.mark.unit
@@ -15,9 +15,9 @@ pytestmark = pytest.mark.unit
 QUESTION = "Were the bands Skin Yard and Ostava from the U.S.?"
 
 
-def hit(doc_id: str, title: str, ordinal: int = 0) -> ScoredChunk:
+def hit(doc_id: str, title: str, ordinal: int = 0, text: str = "…") -> ScoredChunk:
     chunk = Chunk(
-        chunk_id=f"{doc_id}#{ordinal}", doc_id=doc_id, tenant="t", ordinal=ordinal, title=title, text="…"
+        chunk_id=f"{doc_id}#{ordinal}", doc_id=doc_id, tenant="t", ordinal=ordinal, title=title, text=text
     )
     return ScoredChunk(chunk=chunk, scores={}, fused=1.0)
 
@@ -118,3 +118,87 @@ def test_the_chain_ranks_named_documents_first_and_stops_on_finding_them() -> No
         "Were the bands Skin Yard and Nirvana from the U.S.?"
     )
     assert hopped.stopped != "named" and hopped.calls > 1
+
+
+BRIDGE = "Who founded the record label of the band that released Bleach?"
+
+
+def test_pages_the_top_two_name_by_title_come_right_behind_them() -> None:
+    hits = [
+        hit("bleach", "Bleach (album)", text="Bleach is the debut album by Nirvana, released by Sub Pop."),
+        hit("grunge", "Grunge", text="Grunge is a rock genre."),
+        hit("x", "Seattle"),
+        hit("nirvana", "Nirvana (band)"),
+        hit("y", "Kurt"),
+        hit("subpop", "Sub Pop", text="Sub Pop was founded by Bruce Pavitt."),
+        hit("subpop", "Sub Pop", 1),
+    ]
+    # Nirvana and Sub Pop are named by the top page: both climb behind the top two, with all their
+    # chunks, in their order; the top two and everything else keep theirs ("Kurt" is not a whole title
+    # the leads spell out, "Seattle" is not named at all)
+    assert ids(linked_next(BRIDGE, hits)) == [
+        "bleach#0",
+        "grunge#0",
+        "nirvana#0",
+        "subpop#0",
+        "subpop#1",
+        "x#0",
+        "y#0",
+    ]
+
+
+def test_linking_leaves_question_named_titles_case_and_far_pages_alone() -> None:
+    lead = hit("bleach", "Bleach (album)", text="Bleach, by nirvana, was released by Sub Pop.")
+    hits = [lead, hit("grunge", "Grunge"), hit("x", "Seattle"), hit("nirvana", "Nirvana")]
+    assert ids(linked_next(BRIDGE, hits)) == ids(hits)  # "nirvana" is not the title "Nirvana"
+    named = "Did the band that released Bleach sign with Sub Pop?"
+    hits = [lead, hit("grunge", "Grunge"), hit("x", "Seattle"), hit("subpop", "Sub Pop")]
+    assert ids(linked_next(named, hits)) == ids(hits)  # the question names it: named_first's business
+    far = [
+        lead,
+        hit("grunge", "Grunge"),
+        *(hit(f"f{i}", f"Filler {i}") for i in range(30)),
+        hit("s", "Sub Pop"),
+    ]
+    assert ids(linked_next(BRIDGE, far)) == ids(far)  # beyond the 30 documents searched
+    assert ids(linked_next(BRIDGE, far, depth=33))[2] == "s#0"
+    assert ids(linked_next(BRIDGE, [lead, hit("subpop", "Sub Pop")])) == ["bleach#0", "subpop#0"]  # too few
+
+
+def test_a_lead_with_several_chunks_keeps_them_ahead_of_the_linked_pages() -> None:
+    hits = [
+        hit("bleach", "Bleach (album)", text="Released by Sub Pop."),
+        hit("bleach", "Bleach (album)", 1),
+        hit("grunge", "Grunge"),
+        hit("x", "Seattle"),
+        hit("subpop", "Sub Pop"),
+    ]
+    assert ids(linked_next(BRIDGE, hits)) == ["bleach#0", "bleach#1", "grunge#0", "subpop#0", "x#0"]
+
+
+def test_a_page_linked_to_the_top_one_goes_second_when_the_top_two_are_unlinked() -> None:
+    lead = hit("bleach", "Bleach (album)", text="Bleach was released by Sub Pop.")
+    backlink = hit("pavitt", "Bruce Pavitt", text="Pavitt founded the label behind Bleach.")
+    hits = [lead, hit("grunge", "Grunge"), hit("subpop", "Sub Pop"), hit("subpop", "Sub Pop", 1), backlink]
+    # the first page linked to the top one comes up to second, with its chunks; the rest keep their order
+    assert ids(linked_second(BRIDGE, hits)) == ["bleach#0", "subpop#0", "subpop#1", "grunge#0", "pavitt#0"]
+    # a link the other way counts too: Pavitt's page names the top page, "Bleach"...
+    back = [lead, hit("grunge", "Grunge"), hit("x", "Seattle"), backlink]
+    unnamed = "Who founded the record label of Nirvana's debut album?"
+    assert ids(linked_second(unnamed, back)) == ["bleach#0", "pavitt#0", "grunge#0", "x#0"]
+    # ...unless the question names it: then any page retrieved for that name would "link"
+    assert ids(linked_second(BRIDGE, back)) == ids(back)
+
+
+def test_linked_top_two_a_named_pair_or_no_link_change_nothing() -> None:
+    lead = hit("bleach", "Bleach (album)", text="Bleach was released by Sub Pop, the label of Grunge.")
+    hits = [lead, hit("grunge", "Grunge"), hit("subpop", "Sub Pop")]
+    assert ids(linked_second(BRIDGE, hits)) == ids(hits)  # the top two are linked already
+    unlinked = [hit("bleach", "Bleach (album)"), hit("grunge", "Grunge"), hit("subpop", "Sub Pop")]
+    assert ids(linked_second(BRIDGE, unlinked)) == ids(unlinked)  # nothing links to the top one
+    named = [
+        hit("yard", "Skin Yard", text="Skin Yard was signed to Cruz Records."),
+        hit("ostava", "Ostava"),
+        hit("cruz", "Cruz Records"),
+    ]
+    assert ids(linked_second(QUESTION, named)) == ids(named)  # the question's two named pages stay first
