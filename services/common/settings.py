@@ -302,6 +302,12 @@ class FactCheckSettings(BaseModel):
         le=1.0,
         description="The contradiction classifier's P(CONTRADICT) between two passages that counts as a conflict",
     )
+    title_links: bool = Field(
+        default=True,
+        description="Read document titles that passages spell out: a passage a relevant one names by "
+        "title is a bridge, not IRRELEVANT; two passages each about its own titled subject (neither "
+        "names the other) are never compared for conflicts (docs/factcheck.md)",
+    )
     contradiction_pairs: int = Field(
         default=0,
         ge=0,

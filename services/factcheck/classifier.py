@@ -9,9 +9,15 @@ Order of the rules (first match wins), each with the reason a human reads:
 2. **IRRELEVANT** — the calibrated reranker probability is below ``relevance_threshold`` *and* no
    sentence strip covers the query's terms (``coverage_threshold``). Both must agree: the reranker
    misses paraphrase-free matches less than strips do, strips catch reranker blind spots.
+   An IRRELEVANT passage whose title a still-relevant passage spells out is a *bridge* and stays
+   (``title_links``): a two-hop question needs the page its answer page names ("the label of the band
+   that released *Bleach*": the *Bleach* page names *Sub Pop*), which alone addresses little of it.
 3. **COUNTERFACTUAL** — among the remaining passages, one whose claims conflict with more of its peers
    than any passage it conflicts with (the consensus outvotes it). A conflict between two passages
-   and nobody else is *disputed*: both stay RELEVANT and the reason says so.
+   and nobody else is *disputed*: both stay RELEVANT and the reason says so. Two passages each about
+   its own titled subject (each names its title, neither the other's) are not compared
+   (``title_links``): "decided 5-4 in 1982" and "decided in 2010" are two court cases, not one
+   disputed fact.
 4. **RELEVANT** — everything else.
 
 With an LLM judge (:mod:`services.factcheck.llm_judge`), rule 1 still comes first: a model reading
@@ -32,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.common.settings import FactCheckSettings
+from services.common.titles import clean_title, names, spelled
 from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
@@ -154,6 +161,9 @@ def decide(
                 if p is not None:
                     why += f" and the reranker gives P(relevant) = {p:.3f}"
                 verdicts[k] = (Verdict.IRRELEVANT, 1.0 - max(cov, p or 0.0), why)
+    bridges = _bridges(items, verdicts) if settings.title_links else {}
+    for k in bridges:
+        verdicts[k] = None
     _consensus(items, evidence, verdicts, settings, conflict, llm_relevant, sim, model_conflicts)
     out: list[Judgement] = []
     for k, (item, ev, v) in enumerate(zip(items, evidence, verdicts, strict=True)):
@@ -165,6 +175,8 @@ def decide(
                 score,
                 f"LLM judge: {ev.llm_reason}"
                 if k in llm_relevant
+                else f"a bridge: the relevant passage {bridges[k]!r} names it"
+                if k in bridges
                 else "addresses the query"
                 + (f": {ev.notes['coverage'][:120]!r}" if ev.notes.get("coverage") else ""),
             )
@@ -202,6 +214,35 @@ def decide_head(
     )
 
 
+def _bridges(
+    items: Sequence[CheckInput], verdicts: Sequence[tuple[Verdict, float, str] | None]
+) -> dict[int, str]:
+    """IRRELEVANT passages whose title a still-relevant passage of another document spells out, with
+    that passage's title. Rule 1 already ran: a detector's ADVERSARIAL verdict is never undone."""
+    relevant = [
+        (items[k].doc_id, items[k].title, spelled(items[k].text)) for k, v in enumerate(verdicts) if v is None
+    ]
+    out: dict[int, str] = {}
+    for k, v in enumerate(verdicts):
+        if v is None or v[0] is not Verdict.IRRELEVANT or not items[k].title:
+            continue
+        namer = next(
+            (t for doc, t, text in relevant if doc != items[k].doc_id and names(text, items[k].title)), None
+        )
+        if namer is not None:
+            out[k] = clean_title(namer) or namer
+    return out
+
+
+def own_subjects(a: CheckInput, b: CheckInput) -> bool:
+    """Whether ``a`` and ``b`` are each about its own titled subject: titled differently, each spelling
+    out its own title and neither the other's. Their numbers and dates describe two things."""
+    if not a.title or not b.title or clean_title(a.title) == clean_title(b.title):
+        return False
+    ta, tb = spelled(a.text), spelled(b.text)
+    return names(ta, a.title) and names(tb, b.title) and not names(ta, b.title) and not names(tb, a.title)
+
+
 def _side(item: CheckInput, ev: Evidence) -> Side:
     return Side(bounded_text(item.text), ev.notes.get("coverage", ""))
 
@@ -221,7 +262,11 @@ def _consensus(
     alive = [k for k, v in enumerate(verdicts) if v is None]
     edges: dict[int, list[tuple[int, Signal]]] = {k: [] for k in alive}
     pairs = [
-        (i, j) for x, i in enumerate(alive) for j in alive[x + 1 :] if items[i].doc_id != items[j].doc_id
+        (i, j)
+        for x, i in enumerate(alive)
+        for j in alive[x + 1 :]
+        if items[i].doc_id != items[j].doc_id
+        and not (settings.title_links and own_subjects(items[i], items[j]))
     ]
     found: dict[tuple[int, int], Signal] = {}
     for i, j in pairs:

@@ -20,22 +20,13 @@ the head, to just behind them, so the bridge page reaches the top five when the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from services.common.titles import clean_title, names, spelled
 from services.common.types import ScoredChunk
-from services.orchestrator.subqueries import clean_title
 
 LINK_DEPTH = 30  # distinct documents searched for pages the top two name
 NAMED_DEPTH = 10  # distinct documents of the ranking whose titles are looked for in the question
-# Not ``factcheck.text.words``: that lower-cases (case tells a title from a common word here) and keeps
-# apostrophes whole, so "James's" and "James’s" would differ; here both are "James s".
-_WORD = re.compile(r"\w+")
-
-
-def _spelled(text: str) -> str:
-    """Words only, case kept, single-spaced and padded: ``" Skin Yard "``."""
-    return f" {' '.join(_WORD.findall(text))} "
 
 
 def named_pair(
@@ -43,7 +34,7 @@ def named_pair(
 ) -> tuple[int, int] | None:
     """Indices (ranking order) of the best chunks of the two documents the question names by title, or
     ``None`` when it names fewer or more than two of the first ``depth`` documents (see module doc)."""
-    asked = _spelled(question)
+    asked = spelled(question)
     seen: set[str] = set()
     named: dict[str, int] = {}  # title -> index of its best-ranked document
     for i, hit in enumerate(hits):
@@ -53,8 +44,8 @@ def named_pair(
         seen.add(doc)
         if len(seen) > depth:
             break
-        title = _spelled(clean_title(hit.chunk.title))
-        if len(title.strip()) > 2 and title in asked:
+        title = spelled(clean_title(hit.chunk.title))
+        if names(asked, hit.chunk.title):
             named.setdefault(title, i)  # "Skin Yard (album)" below "Skin Yard": the ranking chose
     if len(named) != 2:
         return None
@@ -76,8 +67,7 @@ def named_first(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED_D
 def _names(a: ScoredChunk, b: ScoredChunk, asked: str) -> bool:
     """Whether ``a``'s text spells out ``b``'s title, a title the question does not name: a page the
     question names is mentioned by every page retrieved for that name, so a mention says nothing."""
-    title = _spelled(clean_title(b.chunk.title))
-    return len(title.strip()) > 2 and title in _spelled(a.chunk.text) and title not in asked
+    return names(spelled(a.chunk.text), b.chunk.title) and not names(asked, b.chunk.title)
 
 
 def linked_second(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED_DEPTH) -> list[ScoredChunk]:
@@ -88,7 +78,7 @@ def linked_second(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED
     for i, hit in enumerate(hits):
         firsts.setdefault(hit.chunk.doc_id, i)
     best = [hits[i] for i in firsts.values()][:depth]
-    asked = _spelled(question)
+    asked = spelled(question)
     if len(best) < 3 or named_pair(question, hits, depth) is not None:
         return list(hits)
     top, second = best[0], best[1]
@@ -114,12 +104,12 @@ def linked_next(question: str, hits: Sequence[ScoredChunk], depth: int = LINK_DE
         return list(hits)
     docs = list(firsts)
     leads = docs[:2]
-    said = " ".join(_spelled(hits[firsts[d]].chunk.text) for d in leads)
-    asked = _spelled(question)
+    said = " ".join(spelled(hits[firsts[d]].chunk.text) for d in leads)
+    asked = spelled(question)
     moved: set[str] = set()
     for doc in docs[2:depth]:
-        title = _spelled(clean_title(hits[firsts[doc]].chunk.title))
-        if len(title.strip()) > 2 and title in said and title not in asked:
+        title = hits[firsts[doc]].chunk.title
+        if names(said, title) and not names(asked, title):
             moved.add(doc)
     if not moved:
         return list(hits)

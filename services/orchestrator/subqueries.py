@@ -23,6 +23,7 @@ from typing import Protocol
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
 from services.common.settings import LlmSettings, RampartSettings
+from services.common.titles import clean_title
 from services.common.types import ScoredChunk
 from services.factcheck.text import STOP_WORDS, sentences, terms, words
 
@@ -53,7 +54,6 @@ _MONTHS = frozenset(
         "december",
     ]
 )
-_PAREN = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" -> "Kiss and Tell"
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,6 @@ def passage_text(hit: ScoredChunk) -> str:
     """Title and text: a passage's title is often the entity it is about."""
     c = hit.chunk
     return f"{c.title}\n{c.text}" if c.title and c.title not in c.text[: len(c.title) + 5] else c.text
-
-
-def clean_title(title: str) -> str:
-    return _PAREN.sub("", title).strip()
 
 
 def unresolved_words(question: str, evidence: Sequence[ScoredChunk]) -> list[str]:
