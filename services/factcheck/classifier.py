@@ -65,6 +65,12 @@ def relevance_probability(logit: float | None, calibration: tuple[float, float])
 
 
 @lru_cache(maxsize=4096)
+def _spelled(text: str) -> str:
+    """:func:`spelled`, cached: a set of M passages is compared in M(M-1)/2 pairs."""
+    return spelled(text)
+
+
+@lru_cache(maxsize=4096)
 def _claims(text: str) -> tuple[Claim, ...]:
     return tuple(extract_claims(text))
 
@@ -220,7 +226,9 @@ def _bridges(
     """IRRELEVANT passages whose title a still-relevant passage of another document spells out, with
     that passage's title. Rule 1 already ran: a detector's ADVERSARIAL verdict is never undone."""
     relevant = [
-        (items[k].doc_id, items[k].title, spelled(items[k].text)) for k, v in enumerate(verdicts) if v is None
+        (items[k].doc_id, items[k].title, _spelled(items[k].text))
+        for k, v in enumerate(verdicts)
+        if v is None
     ]
     out: dict[int, str] = {}
     for k, v in enumerate(verdicts):
@@ -234,12 +242,12 @@ def _bridges(
     return out
 
 
-def own_subjects(a: CheckInput, b: CheckInput) -> bool:
+def _own_subjects(a: CheckInput, b: CheckInput) -> bool:
     """Whether ``a`` and ``b`` are each about its own titled subject: titled differently, each spelling
     out its own title and neither the other's. Their numbers and dates describe two things."""
     if not a.title or not b.title or clean_title(a.title) == clean_title(b.title):
         return False
-    ta, tb = spelled(a.text), spelled(b.text)
+    ta, tb = _spelled(a.text), _spelled(b.text)
     return names(ta, a.title) and names(tb, b.title) and not names(ta, b.title) and not names(tb, a.title)
 
 
@@ -266,7 +274,7 @@ def _consensus(
         for x, i in enumerate(alive)
         for j in alive[x + 1 :]
         if items[i].doc_id != items[j].doc_id
-        and not (settings.title_links and own_subjects(items[i], items[j]))
+        and not (settings.title_links and _own_subjects(items[i], items[j]))
     ]
     found: dict[tuple[int, int], Signal] = {}
     for i, j in pairs:

@@ -19,7 +19,9 @@ guess is not worth a retrieval call).
 
 The result ranks the best chain's evidence first — each hop's lead, greedily by the question terms it
 adds, then the hops' other results round-robin — deduplicated by chunk, then the rest of step 1's
-results; two documents the question names by title ("Were Skin Yard and Ostava …") go first.
+results; then titles reorder it (``named_titles``): two documents the question names ("Were Skin Yard
+and Ostava …") go first, a page linked by title to the top one comes second when the top two are not
+linked, and the pages the top two name come right behind them.
 """
 
 from __future__ import annotations

@@ -64,29 +64,37 @@ def named_first(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED_D
     return [hits[pair[0]], hits[pair[1]], *(h for k, h in enumerate(hits) if k not in pair)]
 
 
-def _names(a: ScoredChunk, b: ScoredChunk, asked: str) -> bool:
-    """Whether ``a``'s text spells out ``b``'s title, a title the question does not name: a page the
-    question names is mentioned by every page retrieved for that name, so a mention says nothing."""
-    return names(spelled(a.chunk.text), b.chunk.title) and not names(asked, b.chunk.title)
+def _best_chunks(hits: Sequence[ScoredChunk]) -> dict[str, int]:
+    """Document -> index of its best chunk, in ranking order."""
+    firsts: dict[str, int] = {}
+    for i, hit in enumerate(hits):
+        firsts.setdefault(hit.chunk.doc_id, i)
+    return firsts
 
 
 def linked_second(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED_DEPTH) -> list[ScoredChunk]:
     """``hits`` with the first document linked by title to the top one (either names the other) moved to
     second place, when the top two are not linked to each other and the question does not name two
     documents; otherwise unchanged. Two unlinked pages rarely answer a two-hop question together."""
-    firsts: dict[str, int] = {}
-    for i, hit in enumerate(hits):
-        firsts.setdefault(hit.chunk.doc_id, i)
+    firsts = _best_chunks(hits)
     best = [hits[i] for i in firsts.values()][:depth]
-    asked = spelled(question)
     if len(best) < 3 or named_pair(question, hits, depth) is not None:
         return list(hits)
-    top, second = best[0], best[1]
-    if _names(top, second, asked) or _names(second, top, asked):
+    asked = spelled(question)
+    said = [spelled(h.chunk.text) for h in best]
+
+    def linked(a: int, b: int) -> bool:
+        """Either of ``best[a]``, ``best[b]`` names the other, by a title the question does not name:
+        a page the question names is mentioned by every page retrieved for that name."""
+        ta, tb = best[a].chunk.title, best[b].chunk.title
+        return (names(said[a], tb) and not names(asked, tb)) or (names(said[b], ta) and not names(asked, ta))
+
+    if linked(0, 1):
         return list(hits)
-    link = next((h for h in best[2:] if _names(top, h, asked) or _names(h, top, asked)), None)
-    if link is None:
+    k = next((k for k in range(2, len(best)) if linked(0, k)), None)
+    if k is None:
         return list(hits)
+    top, link = best[0], best[k]
     doc = link.chunk.doc_id
     cut = firsts[top.chunk.doc_id] + 1
     rest = [h for h in hits[cut:] if h.chunk.doc_id != doc]
@@ -97,9 +105,7 @@ def linked_next(question: str, hits: Sequence[ScoredChunk], depth: int = LINK_DE
     """``hits`` with the documents that the top two documents' best chunks name by title (among the first
     ``depth`` documents; titles the question names do not count, :func:`named_first` placed those) moved,
     with all their chunks and in their order, to just behind the top two's best chunks."""
-    firsts: dict[str, int] = {}  # doc -> index of its best chunk, in ranking order
-    for i, hit in enumerate(hits):
-        firsts.setdefault(hit.chunk.doc_id, i)
+    firsts = _best_chunks(hits)
     if len(firsts) < 3:
         return list(hits)
     docs = list(firsts)
