@@ -232,6 +232,11 @@ class FactCheckSettings(BaseModel):
     stuffing_threshold: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Keyword-stuffing score that is ADVERSARIAL"
     )
+    framing: bool = Field(
+        default=True,
+        description="A passage that frames its claim as contrary to fact ('In an alternate universe, ...', "
+        "'Contrary to popular belief, ...') is COUNTERFACTUAL (detectors/framing.py)",
+    )
     duplicate_threshold: float = Field(
         default=0.84,
         ge=0.0,

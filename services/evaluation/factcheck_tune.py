@@ -26,7 +26,7 @@ from services.evaluation.attack import Query, Trace, apply_factcheck, first_stag
 from services.evaluation.runner import Progress
 from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide
-from services.factcheck.evidence import CheckInput, Evidence, gather_evidence
+from services.factcheck.evidence import EVIDENCE_VERSION, CheckInput, Evidence, gather_evidence
 from services.factcheck.stage import FactCheckStage, to_input
 from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder
@@ -119,12 +119,14 @@ COLLECTION_FIELDS = ("depth", "context_depth", "copy_min_docs", "copy_border_thr
 def cases_key(inputs: dict[str, Any], settings: RampartSettings) -> str:
     """Fingerprint of what the collected cases depend on: the sets, the query counts, the models and
     every setting but the decision-only fact-check ones (hashed: the key names no value, secrets
-    included). Code is not in it: after changing retrieval, reranking or a per-passage detector,
-    delete the file (docs/factcheck.md)."""
+    included), and the evidence recipe's version (a per-passage detector bumps it). Other code is not
+    in it: after changing retrieval or reranking, delete the file (docs/factcheck.md)."""
     dump = settings.model_dump(mode="json")
     dump["factcheck"] = {f: dump["factcheck"][f] for f in COLLECTION_FIELDS}
     blob = json.dumps(
-        {"format": CASES_FORMAT, "inputs": inputs, "settings": dump}, sort_keys=True, default=str
+        {"format": CASES_FORMAT, "evidence": EVIDENCE_VERSION, "inputs": inputs, "settings": dump},
+        sort_keys=True,
+        default=str,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
 

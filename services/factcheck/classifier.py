@@ -6,6 +6,9 @@ Order of the rules (first match wins), each with the reason a human reads:
    near-duplicate cluster of documents (TrustRAG; the results ranked just below the judged ones count as
    peers of the cluster, see ``context``). Untrusted sources face lower thresholds
    (``untrusted_factor``): the same text is more suspicious where anyone can write.
+   A passage that frames its own claim as contrary to fact ("In an alternate universe, ...",
+   "Contrary to popular belief, ..."; ``framing``, :mod:`~services.factcheck.detectors.framing`) is
+   COUNTERFACTUAL at this point: by its own words it is not evidence for a factual answer.
 2. **IRRELEVANT** — the calibrated reranker probability is below ``relevance_threshold`` *and* no
    sentence strip covers the query's terms (``coverage_threshold``). Both must agree: the reranker
    misses paraphrase-free matches less than strips do, strips catch reranker blind spots.
@@ -148,6 +151,12 @@ def decide(
                 Verdict.ADVERSARIAL,
                 s["stuffing"],
                 f"keyword stuffing — {ev.notes['stuffing']}{trust_note}",
+            )
+        elif settings.framing and s.get("framing", 0.0) > 0:  # evidence from older workers lacks it
+            verdicts[k] = (
+                Verdict.COUNTERFACTUAL,
+                s["framing"],
+                f"frames its claim as contrary to fact — {ev.notes.get('framing', '')}",
             )
         elif ev.llm_verdict is not None:
             if ev.llm_verdict is Verdict.RELEVANT:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from services.common.settings import FactCheckSettings
 from services.common.verdicts import Verdict
+from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.query_copy import detect_query_copy
 from services.factcheck.detectors.source_trust import detect_untrusted
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 # a longer text is a malformed or hostile input, and the detectors must stay fast).
 MAX_CHARS = 20_000
 # Version of the evidence recipe: part of every cache key, bump when a detector changes.
-EVIDENCE_VERSION = "evidence-1"
+EVIDENCE_VERSION = "evidence-2"  # 2: the framing detector
 
 
 class CheckInput(BaseModel):
@@ -160,12 +161,14 @@ def gather_evidence(
         inj = detect_injection(text)
         copy = detect_query_copy(query, text)
         stuff = detect_stuffing(query, text)
+        frame = detect_framing(text)
         trust = detect_untrusted(item.source, item.metadata, settings.untrusted_sources)
         cov, strip = strip_coverage(query, item.title, text)
         signals = {
             "injection": inj.score,
             "query_copy": copy.score,
             "stuffing": stuff.score,
+            "framing": frame.score,
             "untrusted": trust.score,
             "coverage": round(cov, 4),
         }
@@ -175,6 +178,7 @@ def gather_evidence(
                 "injection": inj.evidence,
                 "query_copy": copy.evidence,
                 "stuffing": stuff.evidence,
+                "framing": frame.evidence,
                 "untrusted": trust.evidence,
                 "coverage": strip[:200],
             }.items()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from services.factcheck.detectors.claims import claim_conflict, extract_claims
+from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters
 from services.factcheck.detectors.planted_copies import planted_copies
@@ -182,3 +183,46 @@ def test_planted_copies_border_member_must_lie_as_close_as_the_cores_own_copies(
         [0.72, 0.71], threshold=0.8, min_copies=2, neighbors=[[0.95, 0.93], loose_core], border=0.7, slack=0.1
     )
     assert two.score == pytest.approx(0.71)
+
+
+@pytest.mark.parametrize(
+    ("text", "frame"),
+    [
+        ("In an alternate universe, the Titanic sank in the Pacific Ocean.", "In an alternate universe"),
+        (
+            "Facts differ. In our reimagined history, Washington was the oldest president.",
+            "reimagined history",
+        ),
+        (
+            "Contrary to popular belief, the father of modern behaviorism is Sigmund Freud.",
+            "Contrary to popular",
+        ),
+        ("In a rare historical mix-up, the Titanic went down in the Pacific.", "historical mix-up"),
+        (
+            '"In a parallel universe of rewritten history, Paris was the Habsburg capital."',
+            "parallel universe",
+        ),
+    ],
+)
+def test_framing_flags_a_claim_framed_as_contrary_to_fact(text: str, frame: str) -> None:
+    got = detect_framing(text)
+    assert got.score == 1.0
+    assert frame in got.evidence
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *ORDINARY,
+        # a work set elsewhere is described, not framed: the frame must open a sentence
+        "The Man in the High Castle is an alternate history novel by Philip K. Dick.",
+        "Fringe follows agents who discover a parallel universe; the series ran five seasons.",
+        "A revised version of the album was released in 1998 with two bonus tracks.",
+        # correcting a myth is what genuine pages do with these words
+        "The quote is often wrongly attributed to Einstein; it first appeared in 1981.",
+        "Contrary to the report, the bridge opened in May.",
+        "Surprisingly, the eyepiece is not where the slide goes: it rests on the stage.",
+    ],
+)
+def test_framing_leaves_descriptions_and_corrections_alone(text: str) -> None:
+    assert detect_framing(text).score == 0.0
