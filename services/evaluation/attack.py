@@ -27,6 +27,7 @@ from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, ScoredChunk
 from services.common.verdicts import Verdict
 from services.evaluation.beir import BeirDataset
+from services.evaluation.metrics import nearest_rank
 from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress, eval_index, index_cache_key
 from services.factcheck.stage import FactCheckStage
 from services.ingest.service import IngestService, Outcome
@@ -261,13 +262,6 @@ def _share(flags: Sequence[bool]) -> float:
     return round(sum(flags) / len(flags), 4) if flags else 0.0
 
 
-def _pct(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    s = sorted(values)
-    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
-
-
 def summarize(traces: Sequence[Trace], *, k: int, m: int) -> dict[str, Any]:
     """The figures ``rampart eval attack`` reports, from the traces of attacked and clean queries."""
     attacked = [t for t in traces if t.attacked]
@@ -295,8 +289,8 @@ def summarize(traces: Sequence[Trace], *, k: int, m: int) -> dict[str, Any]:
         "attacked_recall@10_with_factcheck": mean(
             [_recall(t.context, t.relevant, k) for t in judged_attacked]
         ),
-        "added_latency_ms_p50": _pct(ms, 0.5),
-        "added_latency_ms_p95": _pct(ms, 0.95),
+        "added_latency_ms_p50": nearest_rank(ms, 0.5),
+        "added_latency_ms_p95": nearest_rank(ms, 0.95),
         "degraded_queries": sum(bool(t.degraded) for t in traces),
         "verdicts": confusion,
         "detection": detection_scores(confusion),

@@ -21,6 +21,7 @@ from typing import Any
 
 from services.common.errors import invalid
 from services.common.verdicts import Verdict
+from services.evaluation.metrics import nearest_rank
 from services.evaluation.runner import Progress
 from services.factcheck.checker import FactChecker
 from services.factcheck.evidence import CheckInput
@@ -86,14 +87,6 @@ def precision_recall(confusion: Confusion, verdict: Verdict) -> dict[str, float 
     }
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in [0, 1]); 0.0 for no values."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
-
-
 def summarize(run: ClaimsRun, *, claims: int, ties: int) -> dict[str, Any]:
     confusion = confusion_matrix(run.pairs)
     return {
@@ -106,8 +99,8 @@ def summarize(run: ClaimsRun, *, claims: int, ties: int) -> dict[str, Any]:
         "confusion": confusion,
         "relevant": precision_recall(confusion, Verdict.RELEVANT),
         "counterfactual": precision_recall(confusion, Verdict.COUNTERFACTUAL),
-        "latency_ms_p50": percentile(run.latencies_ms, 0.5),
-        "latency_ms_p95": percentile(run.latencies_ms, 0.95),
+        "latency_ms_p50": nearest_rank(run.latencies_ms, 0.5),
+        "latency_ms_p95": nearest_rank(run.latencies_ms, 0.95),
     }
 
 

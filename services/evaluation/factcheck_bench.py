@@ -42,6 +42,7 @@ import redis
 from services.common.errors import ErrorCode, RampartError
 from services.common.redis_server import RedisServer, redis_server_binary
 from services.common.settings import RampartSettings
+from services.evaluation.metrics import nearest_rank
 from services.factcheck.celery_app import as_sent, cache_url, evidence_key, redact_url, redis_client
 from services.factcheck.checker import FactChecker
 from services.factcheck.evidence import CheckInput
@@ -210,10 +211,6 @@ def with_vectors(checks: Sequence[Check], embedder: Embedder) -> list[Check]:
 
 
 # ---- measurement -----------------------------------------------------------------------------------
-def percentile(sorted_ms: Sequence[float], q: float) -> float:
-    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
-
-
 def measure(
     checker: FactChecker,
     checks: Sequence[Check],
@@ -258,7 +255,7 @@ def measure(
         "checks_per_s": round(len(checks) / wall, 2),
         "passages_per_s": round(n_passages / wall, 1),
         "p50_ms": round(statistics.median(latencies), 2),
-        "p95_ms": round(percentile(latencies, 0.95), 2),
+        "p95_ms": nearest_rank(latencies, 0.95),
         "unverified": len(unverified),
         "unverified_reasons": sorted(set(unverified))[:3],
     }

@@ -247,6 +247,15 @@ def latency_percentile(latencies_ms: Sequence[float], q: float) -> float:
     return float(np.percentile(arr, q))
 
 
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in [0, 1], rounded to 0.01); 0.0 for no values. A value that was
+    measured, unlike :func:`latency_percentile`'s interpolation: what the small benchmarks report."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
+
+
 def latency_ms_p50(latencies_ms: Sequence[float]) -> float:
     return latency_percentile(latencies_ms, 50.0)
 

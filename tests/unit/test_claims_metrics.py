@@ -16,10 +16,10 @@ from services.evaluation.claims import (
     confusion_matrix,
     gold_label,
     load_claims,
-    percentile,
     precision_recall,
     summarize,
 )
+from services.evaluation.metrics import nearest_rank
 
 pytestmark = pytest.mark.unit
 
@@ -82,7 +82,7 @@ def test_empty_inputs_give_zeros_not_errors() -> None:
             "positives": 0,
         }
         assert precision_recall({}, verdict)["recall"] == 0.0
-    assert percentile([], 0.5) == 0.0
+    assert nearest_rank([], 0.5) == 0.0
     s = summarize(ClaimsRun(), claims=0, ties=0)
     assert s["documents_scored"] == 0 and s["latency_ms_p95"] == 0.0
     assert s["gold_counts"] == {SUPPORT: 0, CONTRADICT: 0, NEI: 0}
@@ -90,7 +90,9 @@ def test_empty_inputs_give_zeros_not_errors() -> None:
 
 def test_percentile_is_nearest_rank() -> None:
     xs = [float(x) for x in range(1, 101)]
-    assert percentile(xs, 0.5) == 51.0 and percentile(xs, 0.95) == 96.0 and percentile([3.0], 0.95) == 3.0
+    assert (
+        nearest_rank(xs, 0.5) == 51.0 and nearest_rank(xs, 0.95) == 96.0 and nearest_rank([3.0], 0.95) == 3.0
+    )
 
 
 def test_test_split_is_refused_before_reading() -> None:
