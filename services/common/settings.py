@@ -78,7 +78,9 @@ class FusionSettings(BaseModel):
     bm25_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of BM25 in fusion")
     dense_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of dense in fusion")
     rrf_k: int = Field(default=60, ge=1, description="RRF constant k")
-    candidates: int = Field(default=100, ge=1, le=2000, description="Per-retriever candidates before fusion")
+    # 300, what the evaluation's single-shot and chain pipelines always used: a chunk ranked 150th by one
+    # retriever and 20th by the other keeps both scores. +3-5 ms per search over 100 (docs/benchmarks.md).
+    candidates: int = Field(default=300, ge=1, le=2000, description="Per-retriever candidates before fusion")
     fill_missing: bool = Field(
         default=True,
         description="Score a chunk found by only one retriever with the other one too (see docs/fusion.md)",
@@ -376,7 +378,7 @@ class RoutePlan(BaseModel):
     """Retrieval parameters of one complexity level (HyPA's table, papers.md §2)."""
 
     context_k: int = Field(ge=1, le=100, description="Results handed to the answer (HyPA's top-k)")
-    candidates: int = Field(default=100, ge=1, le=2000, description="Per-retriever depth before fusion")
+    candidates: int = Field(default=300, ge=1, le=2000, description="Per-retriever depth before fusion")
     bm25_weight: float = Field(ge=0.0, le=1.0, description="BM25's fusion weight")
     dense_weight: float = Field(ge=0.0, le=1.0, description="Dense retrieval's fusion weight")
     kg_weight: float = Field(
