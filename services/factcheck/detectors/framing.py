@@ -42,14 +42,13 @@ _TWIST = re.compile(
     r"(?:(?:twist|turn|mix-up|revision) of (?:history|events|fate)|(?:historical\s+)?(?:twist|mix-up)\b)"
 )
 PATTERNS = (_OPENS_ELSEWHERE, _CONTRARY, _TWIST)
-MAX_CHARS = 20_000  # the caller bounds passages already; a regex must not meet an unbounded one
 
 
 def detect_framing(text: str) -> Signal:
-    """Score 1 with the matched frame when the passage frames a claim as contrary to fact, else none."""
-    head = text[:MAX_CHARS]
+    """Score 1 with the matched frame when the passage frames a claim as contrary to fact, else none.
+    ``text`` is bounded by the caller (:func:`services.factcheck.evidence.bounded_text`)."""
     for pattern in PATTERNS:
-        m = pattern.search(head)
+        m = pattern.search(text)
         if m is not None:
             return Signal(1.0, repr(m.group(0).strip(' "“(.!?:;')))
     return Signal.none()
