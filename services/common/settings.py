@@ -71,6 +71,9 @@ class IndexSettings(BaseModel):
     )
 
 
+MAX_LINK_SEEDS = 20  # fused results whose named pages may join the head (FusionSettings.link_seeds)
+
+
 class FusionSettings(BaseModel):
     method: FusionMethod = Field(default=FusionMethod.MINMAX, description="minmax, zscore or rrf")
     # 0.5 / 0.5: the SciFact *train* sweep (docs/benchmarks.md) found no split significantly better
@@ -84,6 +87,14 @@ class FusionSettings(BaseModel):
     fill_missing: bool = Field(
         default=True,
         description="Score a chunk found by only one retriever with the other one too (see docs/fusion.md)",
+    )
+    # 3: on the HotpotQA-500 train half, routed all_supporting@5/@10 0.919/0.945 -> 0.930/0.952 and
+    # chain:1 0.934/0.963 -> 0.941/0.978 (5 seeds: the same within a question); docs/retrieval.md.
+    link_seeds: int = Field(
+        default=3,
+        ge=0,
+        le=MAX_LINK_SEEDS,
+        description="Pages the top N fused results name by title join the reranked head (0 = off)",
     )
 
 

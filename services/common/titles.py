@@ -34,3 +34,41 @@ def names(spelled_text: str, title: str) -> bool:
     """Whether ``spelled_text`` (from :func:`spelled`) spells out ``title`` (a raw title)."""
     name = spelled(clean_title(title))
     return len(name.strip()) >= MIN_TITLE_CHARS and name in spelled_text
+
+
+# A title of more words is not looked up (``mentioned_names``): long titles are rarely spelled out whole.
+MAX_NAME_WORDS = 8
+
+
+def name_key(title: str) -> str | None:
+    """The lookup key of a document's name: its title without the trailing parenthetical, words only,
+    case kept (``"Kiss and Tell (1945 film)"`` -> ``"Kiss and Tell"``); ``None`` when the name cannot
+    be matched (shorter than ``MIN_TITLE_CHARS``, longer than ``MAX_NAME_WORDS`` words, or it starts
+    with a lower-case letter, see :func:`mentioned_names`)."""
+    found = _WORD.findall(clean_title(title))
+    key = " ".join(found)
+    if len(key) < MIN_TITLE_CHARS or len(found) > MAX_NAME_WORDS or not _opens_name(found[0]):
+        return None
+    return key
+
+
+def mentioned_names(text: str, limit: int = 20_000) -> list[str]:
+    """Every run of up to ``MAX_NAME_WORDS`` words of ``text`` that opens with a capital or a digit, as
+    :func:`name_key` spells a name, first mention first, at most ``limit``: the keys a text could name a
+    document by. Names are proper nouns, so the capital rule loses little and keeps the lookup small."""
+    found = _WORD.findall(text)
+    out: dict[str, None] = {}
+    for i, word in enumerate(found):
+        if len(out) >= limit:
+            break
+        if not _opens_name(word):
+            continue
+        for n in range(1, min(MAX_NAME_WORDS, len(found) - i) + 1):
+            key = " ".join(found[i : i + n])
+            if len(key) >= MIN_TITLE_CHARS:
+                out.setdefault(key, None)
+    return list(out)[:limit]
+
+
+def _opens_name(word: str) -> bool:
+    return word[:1].isupper() or word[:1].isdigit()

@@ -19,6 +19,7 @@ from rampart.retrieval.v1 import index_pb2, retrieval_pb2
 
 from services.common.errors import invalid
 from services.common.query_text import check_query
+from services.common.settings import MAX_LINK_SEEDS
 from services.common.types import (
     Acl,
     Chunk,
@@ -425,6 +426,8 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
         vectors=p.vectors,
         copy_depth=p.copy_depth,
         copy_expand=p.copy_expand,
+        link_seeds=p.link_seeds,
+        link_head=p.link_head,
     )
     filters = filters_to_pb(p.filters)
     if filters is not None:
@@ -447,6 +450,8 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         ("candidates", m.candidates, 1, MAX_CANDIDATES),
         ("rrf_k", m.rrf_k, 1, None),
         ("copy_depth", m.copy_depth, 0, MAX_TOP_K),
+        ("link_seeds", m.link_seeds, 0, MAX_LINK_SEEDS),
+        ("link_head", m.link_head, 0, MAX_TOP_K),
     ):
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
@@ -475,6 +480,8 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         vectors=m.vectors,
         copy_depth=m.copy_depth,
         copy_expand=m.copy_expand,
+        link_seeds=m.link_seeds,
+        link_head=m.link_head,
     )
     return m.query, principal_from_pb(m.principal), params
 

@@ -88,6 +88,7 @@ class PipelineService:
             rrf_k=f.rrf_k if f else None,
             candidates=f.candidates if f else None,
             fill_missing=f.fill_missing if f else None,
+            link_seeds=f.link_seeds if f else None,
             bounds={k: Bounds(v.low, v.high) for k, v in f.bounds.items()} if f and f.bounds else None,
             filters=body.filters,
         )

@@ -123,6 +123,8 @@ class SearchPipeline:
                         vectors=params.vectors or fc.enabled,
                         copy_depth=max(params.copy_depth, copy_depth),
                         copy_expand=max(params.copy_expand, fc.copy_expand if copy_depth else 0.0),
+                        # named pages join what the reranker reads, or the results when nothing reranks
+                        link_head=params.link_head or (opts.depth if opts.enabled else wanted),
                     ),
                 )
                 rs.set_attributes(

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from services.common.sqlite_tx import immediate_transaction
+from services.common.titles import name_key
 from services.common.types import Acl, Chunk, DocumentState, DocumentStatus, SearchFilters
 
 SCHEMA = """
@@ -58,7 +59,16 @@ CREATE TABLE IF NOT EXISTS acl (
     PRIMARY KEY (tenant, token, doc_id)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- a document's name (titles.name_key of its title) -> the document: pages found by being named
+CREATE TABLE IF NOT EXISTS names (
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    PRIMARY KEY (tenant, name, doc_id)
+);
+CREATE INDEX IF NOT EXISTS names_by_doc ON names (tenant, doc_id);
 """
+NAMES_META = "names_v1"  # set once the names table holds every stored document's name
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,17 @@ class DocStore:
         if "claim_vector" not in columns:  # a store written before claim vectors existed
             self._db.execute("ALTER TABLE chunks ADD COLUMN claim_vector BLOB")
         self._lock = threading.RLock()
+        if self.get_meta(NAMES_META) is None:  # a store written before names were kept
+            self._backfill_names()
+
+    def _backfill_names(self) -> None:
+        with self._tx() as db:
+            rows = db.execute("SELECT tenant, doc_id, title FROM documents WHERE chunks > 0").fetchall()
+            db.executemany(
+                "INSERT OR IGNORE INTO names (tenant, name, doc_id) VALUES (?,?,?)",
+                [(t, key, d) for t, d, title in rows if (key := name_key(title)) is not None],
+            )
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (NAMES_META,))
 
     def close(self) -> None:
         with self._lock:
@@ -192,6 +213,12 @@ class DocStore:
                 ]
                 db.execute("DELETE FROM chunks WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
                 db.execute("DELETE FROM acl WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
+                db.execute("DELETE FROM names WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
+                key = name_key(d.title)
+                if key is not None and d.chunks:
+                    db.execute(
+                        "INSERT INTO names (tenant, name, doc_id) VALUES (?,?,?)", (d.tenant, key, d.doc_id)
+                    )
                 db.executemany(
                     "INSERT INTO acl (tenant, token, doc_id) VALUES (?,?,?)",
                     [(d.tenant, tok, d.doc_id) for tok in d.acl.tokens()],
@@ -247,6 +274,7 @@ class DocStore:
             ]
             db.execute("DELETE FROM chunks WHERE tenant=? AND doc_id=?", (tenant, doc_id))
             db.execute("DELETE FROM acl WHERE tenant=? AND doc_id=?", (tenant, doc_id))
+            db.execute("DELETE FROM names WHERE tenant=? AND doc_id=?", (tenant, doc_id))
             db.execute(
                 "UPDATE documents SET state=?, chunks=0, error=NULL, updated_at=? WHERE tenant=? AND doc_id=?",
                 (DocumentState.DELETED.value, time.time(), tenant, doc_id),
@@ -289,6 +317,24 @@ class DocStore:
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def named_chunks(self, tenant: str, keys: Sequence[str]) -> list[tuple[str, str, int]]:
+        """``(name, doc_id, cid of its first chunk)`` of the tenant's documents named by any of
+        ``keys`` (``titles.name_key`` spellings) that are indexed (a pending one is not searchable yet);
+        no ACL here: the caller filters by what it may read."""
+        rows: list[tuple[str, str, int]] = []
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = list(keys[start : start + 500])
+                marks = ",".join("?" * len(part))
+                rows += self._db.execute(
+                    "SELECT n.name, n.doc_id, (SELECT c.cid FROM chunks c WHERE c.tenant=n.tenant AND "
+                    "c.doc_id=n.doc_id ORDER BY c.ordinal LIMIT 1) FROM names n JOIN documents d ON "
+                    f"d.tenant=n.tenant AND d.doc_id=n.doc_id WHERE n.tenant=? AND n.name IN ({marks}) "
+                    "AND d.state=?",
+                    [tenant, *part, DocumentState.INDEXED.value],
+                ).fetchall()
+        return [(name, doc, int(cid)) for name, doc, cid in rows if cid is not None]
 
     def _by_cid(self, columns: str, cids: Sequence[int], where: str = "") -> list[tuple[Any, ...]]:
         """``SELECT cid, <columns>`` for the given chunk ids (in batches under SQLite's variable limit)."""

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import IndexSettings
+from services.common.titles import mentioned_names
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
 from services.retrieval.doc_store import DocStore, DocumentWrite
@@ -33,6 +34,9 @@ RESCORE_MIN = 200
 # document and several chunks of one other document are dropped from what it finds)
 COPY_SEARCH_FACTOR = 4
 COPY_SEARCH_EXTRA = 8
+
+
+MAX_NAMED_KEYS = 20_000  # candidate names looked up per ``named`` call
 
 
 class EmbeddedIndex:
@@ -312,6 +316,41 @@ class EmbeddedIndex:
         filters: SearchFilters | None = None,
     ) -> Hits:
         return self.vectors.search(vector, self._allowed(principal, filters), limit)
+
+    def named(
+        self,
+        texts: Sequence[str],
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+    ) -> Hits:
+        if limit <= 0:
+            return []
+        # bounded whatever the caller sends: a long text's first mentions are the ones looked up
+        keys = list(dict.fromkeys(k for t in texts for k in mentioned_names(t, MAX_NAMED_KEYS)))[
+            :MAX_NAMED_KEYS
+        ]
+        rows = self.store.named_chunks(principal.tenant, keys)
+        if not rows:
+            return []
+        cids = np.fromiter((cid for _, _, cid in rows), dtype=np.int64, count=len(rows))
+        readable = np.isin(cids, self._allowed(principal, filters))
+        rank = {k: i for i, k in enumerate(keys)}
+        found = sorted(
+            (
+                (rank[name], doc, cid)
+                for (name, doc, cid), ok in zip(rows, readable.tolist(), strict=True)
+                if ok
+            ),
+        )
+        out: Hits = []
+        seen: set[str] = set()
+        for _, doc, cid in found:
+            if doc not in seen:
+                seen.add(doc)
+                out.append((cid, 1.0))
+        return out[:limit]
 
     def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
         vecs = self.store.get_vectors(cids, self.dim)

@@ -19,12 +19,16 @@ from services.common.settings import FusionSettings
 from services.common.types import FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
 from services.retrieval.embedder import Embedder
-from services.retrieval.fusion import Bounds, fuse
+from services.retrieval.fusion import Bounds, Fused, fuse
 from services.retrieval.index import Copies, SearchIndex
 
 # other documents whose claim-vector cosine is reported per result (the fact-check counts those above
 # its threshold; more than a handful of copies adds nothing to the decision)
 COPY_LIMIT = 8
+# Pages named by the seeds take at most this share of the head: they are candidates for the reranker,
+# not a replacement for what both retrievers found.
+LINK_SHARE = 0.25
+LINK_SCORE = "link"  # ``ScoredChunk.scores`` key of a page that joined the head by being named
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,11 @@ class SearchParams:
     # > 0: their closest other documents at this cosine or above also get their own copy cosines
     # (``copy_neighbors``: the planted-copies rule's border members)
     copy_expand: float = 0.0
+    # > 0: the documents the top ``link_seeds`` fused results name by title join the head at its end
+    # (at most ``LINK_SHARE`` of it): a two-hop question's second page is named by its first
+    link_seeds: int = 0
+    # the head those pages join: what the reranker reads (0 = all ``top_k``); the search pipeline sets it
+    link_head: int = 0
 
     @classmethod
     def from_settings(
@@ -61,6 +70,7 @@ class SearchParams:
         fill_missing: bool | None = None,
         bounds: dict[str, Bounds] | None = None,
         filters: SearchFilters | None = None,
+        link_seeds: int | None = None,
     ) -> SearchParams:
         """Settings' defaults, overridden by whatever the request gives (``None`` = not given)."""
         return cls(
@@ -74,6 +84,7 @@ class SearchParams:
             fill_missing=fill_missing if fill_missing is not None else s.fill_missing,
             bounds=bounds or {},
             filters=filters,
+            link_seeds=link_seeds if link_seeds is not None else s.link_seeds,
         )
 
 
@@ -148,6 +159,10 @@ class HybridRetriever:
             bounds=params.bounds,
             rank_lists=own_ranks,
         )[: params.top_k]
+        if params.link_seeds > 0 and fused:
+            t1 = time.perf_counter()
+            fused = self._link(query, vector, fused, principal, params, lists)
+            timings["link"] = (time.perf_counter() - t1) * 1000
         chunks = self.index.chunks([f.key for f in fused])
         stored = self.index.stored_vectors([f.key for f in fused]) if params.vectors else {}
         copies: dict[int, Copies] = {}
@@ -161,8 +176,10 @@ class HybridRetriever:
         hits = [
             ScoredChunk(
                 chunk=chunks[f.key],
-                scores={name: raw[name].get(f.key) for name in lists},
-                ranks={name: rank_of[name].get(f.key) for name in lists},
+                scores={
+                    name: raw[name].get(f.key) for name in lists if name != LINK_SCORE or f.key in raw[name]
+                },
+                ranks={name: rank_of[name].get(f.key) for name in rank_of},
                 fused=f.score,
                 vector=[float(x) for x in stored[f.key]] if f.key in stored else None,
                 copy_cosines=copies[f.key].cosines if f.key in copies else None,
@@ -173,8 +190,47 @@ class HybridRetriever:
             for f in fused
             if f.key in chunks
         ]
-        timings["fuse"] = (time.perf_counter() - t0) * 1000 - timings.get("copies", 0.0)
+        timings["fuse"] = (
+            (time.perf_counter() - t0) * 1000 - timings.get("copies", 0.0) - timings.get("link", 0.0)
+        )
         return SearchOutcome(hits=hits, timings_ms=timings, candidates=found)
+
+    def _link(
+        self,
+        query: str,
+        vector: npt.NDArray[np.float32] | None,
+        fused: list[Fused],
+        principal: Principal,
+        params: SearchParams,
+        lists: dict[str, list[tuple[int, float]]],
+    ) -> list[Fused]:
+        """``fused`` with the pages its top ``link_seeds`` name and its head lacks placed at the end of
+        the head (the first ``link_head`` results, default all), pushing the rest down.
+
+        A page ranked below the head moves up; each joins with the fused score of the place it takes,
+        ``LINK_SCORE`` = 1.0 in ``lists`` and, with ``fill_missing``, its exact scores from the
+        retrievers in ``lists``: the reranker, which reads the head, decides where it belongs.
+        """
+        n = min(len(fused), params.link_head or params.top_k)
+        room = max(1, int(n * LINK_SHARE)) if n > 1 else 0
+        head = self.index.chunks([f.key for f in fused[:n]])
+        texts = [head[f.key].text for f in fused[: min(params.link_seeds, n)] if f.key in head]
+        if not room or not texts:
+            return fused
+        have = {c.doc_id for c in head.values()}
+        named = self.index.named(texts, principal, room + len(have), filters=params.filters)
+        docs = self.index.chunks([cid for cid, _ in named])
+        new = [cid for cid, _ in named if cid in docs and docs[cid].doc_id not in have][:room]
+        if not new:
+            return fused
+        at = n - len(new)
+        if params.fill_missing:
+            self._fill(query, vector, principal, lists, params.filters, new)
+        lists[LINK_SCORE] = [(cid, 1.0) for cid in new]
+        joined = [Fused(cid, fused[at + i].score, {}) for i, cid in enumerate(new)]
+        moved = set(new)
+        rest = [f for f in fused[at:] if f.key not in moved]
+        return (fused[:at] + joined + rest)[: len(fused)]
 
     def _fill(
         self,
@@ -183,16 +239,22 @@ class HybridRetriever:
         principal: Principal,
         lists: dict[str, list[tuple[int, float]]],
         filters: SearchFilters | None,
+        keys: Sequence[int] | None = None,
     ) -> None:
-        """Score each retriever's missing candidates with the other retriever (exact scores)."""
-        bm25_keys = {k for k, _ in lists["bm25"]}
-        dense_keys = {k for k, _ in lists["dense"]}
-        need_bm25: Sequence[int] = sorted(dense_keys - bm25_keys)
-        need_dense: Sequence[int] = sorted(bm25_keys - dense_keys)
-        if need_bm25:
-            got = dict(self.index.bm25(query, principal, len(need_bm25), filters=filters, restrict=need_bm25))
-            # A chunk with none of the query's terms has BM25 0: a real score, not a missing one.
-            lists["bm25"] = lists["bm25"] + [(k, got.get(k, 0.0)) for k in need_bm25]
-        if need_dense and vector is not None:
-            cos = self.index.cosine(vector, need_dense)
-            lists["dense"] = lists["dense"] + [(k, cos[k]) for k in need_dense if k in cos]
+        """Score ``keys`` (default: every candidate) with each retriever in ``lists`` that lacks them
+        (exact scores), so a chunk one retriever found gets the other's score too."""
+        if keys is None:
+            keys = sorted({k for hits in lists.values() for k, _ in hits})
+        if "bm25" in lists:
+            known = {k for k, _ in lists["bm25"]}
+            need = [k for k in keys if k not in known]
+            if need:
+                got = dict(self.index.bm25(query, principal, len(need), filters=filters, restrict=need))
+                # A chunk with none of the query's terms has BM25 0: a real score, not a missing one.
+                lists["bm25"] = lists["bm25"] + [(k, got.get(k, 0.0)) for k in need]
+        if "dense" in lists and vector is not None:
+            known = {k for k, _ in lists["dense"]}
+            need = [k for k in keys if k not in known]
+            if need:
+                cos = self.index.cosine(vector, need)
+                lists["dense"] = lists["dense"] + [(k, cos[k]) for k in need if k in cos]

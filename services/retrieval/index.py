@@ -106,6 +106,20 @@ class SearchIndex(Protocol):
         absent. Callers pass only ids they may read."""
         ...
 
+    def named(
+        self,
+        texts: Sequence[str],
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+    ) -> Hits:
+        """The first chunk of each document ``principal`` may read whose name (its title without a
+        trailing parenthetical, ``titles.name_key``) one of ``texts`` spells out, case-sensitive and on
+        whole words; in order of first mention, at most ``limit``, score 1.0 each. A page that names
+        another links to it: the link stream of hybrid search (docs/retrieval.md)."""
+        ...
+
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]: ...
 
     def stats(self) -> dict[str, int]: ...

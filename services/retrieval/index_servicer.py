@@ -23,7 +23,10 @@ MAX_LIMIT = 100_000
 
 
 def principal_of(
-    request: index_pb2.Bm25Request | index_pb2.DenseRequest | index_pb2.CopyCosinesRequest,
+    request: index_pb2.Bm25Request
+    | index_pb2.DenseRequest
+    | index_pb2.CopyCosinesRequest
+    | index_pb2.NamedRequest,
 ) -> Principal:
     """The request's principal; a search without one is refused (reads are always scoped)."""
     if not request.HasField("principal"):
@@ -138,6 +141,19 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         if limit == 0:
             return index_pb2.HitsResponse()
         hits = await run_blocking(self.executor, self.index.dense, vector, principal, limit, filters=filters)
+        return _hits(hits)
+
+    async def Named(
+        self, request: index_pb2.NamedRequest, context: grpc.aio.ServicerContext
+    ) -> index_pb2.HitsResponse:
+        principal = principal_of(request)
+        limit = check_limit(request.limit)
+        filters = wire.filters_from_pb(request.filters) if request.HasField("filters") else None
+        if limit == 0:
+            return index_pb2.HitsResponse()
+        hits = await run_blocking(
+            self.executor, self.index.named, list(request.texts), principal, limit, filters=filters
+        )
         return _hits(hits)
 
     async def Cosine(

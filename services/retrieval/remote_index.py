@@ -153,6 +153,23 @@ class RemoteIndex:
         reply = self._caller.call(self._stub.Dense, request, idempotent=True)
         return [(int(h.cid), float(h.score)) for h in reply.hits]
 
+    def named(
+        self,
+        texts: Sequence[str],
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+    ) -> Hits:
+        request = index_pb2.NamedRequest(
+            texts=list(texts),
+            principal=wire.principal_to_pb(principal),
+            limit=limit,
+            filters=wire.filters_to_pb(filters),
+        )
+        reply = self._caller.call(self._stub.Named, request, idempotent=True)
+        return [(int(h.cid), float(h.score)) for h in reply.hits]
+
     def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
         request = index_pb2.CosineRequest(vector=wire.vector_to_bytes(vector), cids=list(cids))
         reply = self._caller.call(self._stub.Cosine, request, idempotent=True)

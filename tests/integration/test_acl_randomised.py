@@ -48,6 +48,7 @@ PATHS: list[dict[str, Any]] = [
     {"fusion": {"method": "minmax"}},
     {"fusion": {"method": "zscore", "fill_missing": False}},
     {"fusion": {"method": "rrf"}},
+    {"fusion": {"link_seeds": 20}},  # pages named by the top results: readable ones only
     {"fusion": {"method": "minmax", "candidates": 5, "bounds": {"dense": {"low": 0, "high": 1}}}},
     {"filters": {"metadata": {"kind": "memo"}}},
     {"factcheck": {"enabled": False}, "rerank": {"enabled": False}},
@@ -61,12 +62,13 @@ def corpus(rng: random.Random) -> list[Document]:
         users = rng.sample(USERS, rng.randint(0, 2))
         groups = rng.sample([*GROUPS, "*"], rng.randint(0 if users else 1, 2))
         text = ". ".join(" ".join(rng.choices(WORDS, k=12)) for _ in range(rng.randint(2, 8))) + "."
+        text += "".join(f" See Doc {j}." for j in rng.sample(range(60), 3))  # names other documents
         docs.append(
             Document(
                 id=f"d{i}",
                 tenant=rng.choice(TENANTS),
                 acl=Acl(users=users, groups=groups),
-                title=f"doc {i}",
+                title=f"Doc {i}",
                 text=text,
                 metadata={"kind": rng.choice(["memo", "wiki"])},
             )

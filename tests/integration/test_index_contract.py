@@ -46,6 +46,7 @@ def doc(
     metadata: dict | None = None,
     analyze: Callable[[str], int] = lambda s: len(s.split()),
     claims: list[str] | None = None,
+    title: str = "",
 ) -> DocumentWrite:
     chunks = [
         ChunkWrite(
@@ -61,7 +62,7 @@ def doc(
         doc_id=doc_id,
         version=version,
         content_hash=f"h{version}",
-        title="",
+        title=title,
         source="",
         acl=Acl(users=users or [], groups=groups if groups is not None else (["*"] if not users else [])),
         metadata=metadata or {},
@@ -373,5 +374,67 @@ def test_store_written_before_claim_vectors_opens(tmp_path: Path) -> None:
     try:
         ix.write([claimed("a", "x y"), doc("b", ["b text"])])
         assert ix.copy_cosines([cid_of(ix, "a")], ALICE, 8) == {cid_of(ix, "a"): Copies([])}
+    finally:
+        ix.close()
+
+
+def named_docs(ix: SearchIndex, texts: list[str], who: Principal = ALICE, **kw: object) -> list[str]:
+    hits = ix.named(texts, who, 10, **kw)  # type: ignore[arg-type]
+    chunks = ix.chunks([c for c, _ in hits])
+    return [chunks[c].doc_id for c, _ in hits]
+
+
+def test_named_finds_readable_pages_by_title_in_mention_order(make_index: Callable[[], SearchIndex]) -> None:
+    ix = make_index()
+    ix.write(
+        [
+            doc("sub", ["Sub Pop is a record label", "It is based in Seattle"], title="Sub Pop"),
+            doc("nir", ["a band from Aberdeen"], title="Nirvana (band)"),
+            doc("hr", ["pay bands"], title="Salary Bands", groups=["hr"]),
+            doc("t2", ["same title, other tenant"], title="Nirvana (band)", tenant="t2"),
+            doc("low", ["a lower-case title"], title="iPod"),
+        ]
+    )
+    text = "Bleach is the debut album by Nirvana, released by Sub Pop; see Salary Bands. Sub Popular"
+    assert named_docs(ix, [text]) == ["nir", "sub"]  # parenthetical dropped; "Sub Popular" is not "Sub Pop"
+    assert named_docs(ix, [text], BOB) == ["nir", "sub", "hr"]  # BOB is in hr
+    assert named_docs(ix, [text], EVE) == ["t2"]  # other tenant: its own page only
+    assert named_docs(ix, ["nirvana and sub pop"]) == []  # case-sensitive, as titles.names
+    assert named_docs(ix, ["an iPod"]) == []  # a name must open with a capital or a digit
+    first = ix.named(["Sub Pop"], ALICE, 10)
+    assert [ix.chunks([c for c, _ in first])[first[0][0]].ordinal] == [0]  # the page's first chunk
+    assert first[0][1] == 1.0
+    assert ix.named([text], ALICE, 1) == ix.named([text], ALICE, 10)[:1]
+    assert ix.named([text], ALICE, 0) == []
+    assert named_docs(ix, [text], filters=SearchFilters(doc_ids=["sub"])) == ["sub"]
+
+
+def test_named_follows_retitles_and_deletes(make_index: Callable[[], SearchIndex]) -> None:
+    ix = make_index()
+    ix.write([doc("a", ["text"], title="Old Name"), doc("b", ["text"], title="Kept Name")])
+    ix.write([doc("a", ["text"], title="New Name", version=2)])
+    assert named_docs(ix, ["Old Name, New Name, Kept Name"]) == ["a", "b"]  # "Old Name" names nothing now
+    assert ix.delete("t1", "b") is True
+    assert named_docs(ix, ["Old Name, New Name, Kept Name"]) == ["a"]
+    ix2 = make_index()  # reopened
+    assert named_docs(ix2, ["New Name"]) == ["a"]
+
+
+def test_store_written_before_names_backfills(tmp_path: Path) -> None:
+    import sqlite3
+
+    root = tmp_path / "index"
+    ix = EmbeddedIndex.open(root, dim=DIM)
+    ix.write([doc("a", ["text"], title="Skin Yard"), doc("b", ["text"], title="Ostava", groups=["hr"])])
+    ix.close()
+    db = sqlite3.connect(root / "store.sqlite3")
+    db.execute("DROP TABLE names")
+    db.execute("DELETE FROM meta WHERE key='names_v1'")
+    db.commit()
+    db.close()
+    ix = EmbeddedIndex.open(root, dim=DIM)
+    try:
+        assert named_docs(ix, ["Were Skin Yard and Ostava both from the U.S.?"], BOB) == ["a", "b"]
+        assert named_docs(ix, ["Were Skin Yard and Ostava both from the U.S.?"]) == ["a"]
     finally:
         ix.close()

@@ -225,7 +225,16 @@ def test_search_request_round_trip_every_param() -> None:
         bounds={"dense": Bounds(low=0.0, high=None)},
         filters=SearchFilters(doc_ids=["a"], sources=["wiki"], metadata={"dept": "hr", "n": 2}),
     )
-    params = SearchParams(**{**params.__dict__, "vectors": True, "copy_depth": 5, "copy_expand": 0.7})
+    params = SearchParams(
+        **{
+            **params.__dict__,
+            "vectors": True,
+            "copy_depth": 5,
+            "copy_expand": 0.7,
+            "link_seeds": 3,
+            "link_head": 30,
+        }
+    )
     p = Principal(tenant="acme", user="alice", groups=["eng"])
     query, principal, back = wire.search_request_from_pb(
         bytes_trip(wire.search_request_to_pb("leave policy", p, params))  # type: ignore[arg-type]
@@ -233,7 +242,7 @@ def test_search_request_round_trip_every_param() -> None:
     assert (query, principal, back) == ("leave policy", p, params)
     no_filters = SearchParams.from_settings(FusionSettings(), top_k=3)
     _, _, back = wire.search_request_from_pb(wire.search_request_to_pb("q", p, no_filters))
-    assert back == no_filters and back.filters is None and back.copy_depth == 0
+    assert back == no_filters and back.filters is None and back.copy_depth == 0 and back.link_head == 0
 
 
 def test_outcome_round_trip() -> None:
@@ -254,6 +263,9 @@ def test_outcome_round_trip() -> None:
         (lambda m: setattr(m, "copy_depth", -1), "copy_depth", "copy_depth = -1"),
         (lambda m: setattr(m, "copy_depth", 1001), "copy_depth", "copy_depth = 1001"),
         (lambda m: setattr(m, "copy_expand", 1.2), "copy_expand", "copy_expand = 1.2"),
+        (lambda m: setattr(m, "link_seeds", -1), "link_seeds", "link_seeds = -1"),
+        (lambda m: setattr(m, "link_seeds", 21), "link_seeds", "link_seeds = 21"),
+        (lambda m: setattr(m, "link_head", -2), "link_head", "link_head = -2"),
         (lambda m: setattr(m, "method", retrieval_pb2.FUSION_METHOD_UNSPECIFIED), "method", "method = 0"),
         (lambda m: m.weights.__setitem__("dense", -1.0), "weights.dense", "-1.0"),
         (lambda m: setattr(m.principal, "tenant", "bad tenant!"), "principal.tenant", "bad tenant!"),

@@ -570,6 +570,46 @@ class DenseRequest(_message.Message):
 Global___DenseRequest: _TypeAlias = DenseRequest  # noqa: Y015
 
 @_typing.final
+class NamedRequest(_message.Message):
+    """Documents named by texts (the link stream of hybrid search)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXTS_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    FILTERS_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """Hits wanted at most."""
+    @_builtins.property
+    def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Texts whose capitalised word runs are looked up as document names."""
+
+    @_builtins.property
+    def principal(self) -> _types_pb2.Principal:
+        """Who is searching (tenant + ACL filter applied inside the index)."""
+
+    @_builtins.property
+    def filters(self) -> _types_pb2.SearchFilters:
+        """Extra restrictions (unset: none)."""
+
+    def __init__(
+        self,
+        *,
+        texts: _abc.Iterable[_builtins.str] | None = ...,
+        principal: _types_pb2.Principal | None = ...,
+        limit: _builtins.int = ...,
+        filters: _types_pb2.SearchFilters | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "limit", b"limit", "principal", b"principal", "texts", b"texts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NamedRequest: _TypeAlias = NamedRequest  # noqa: Y015
+
+@_typing.final
 class Hit(_message.Message):
     """One search hit."""
 

@@ -146,6 +146,8 @@ class SearchRequest(_message.Message):
     VECTORS_FIELD_NUMBER: _builtins.int
     COPY_DEPTH_FIELD_NUMBER: _builtins.int
     COPY_EXPAND_FIELD_NUMBER: _builtins.int
+    LINK_SEEDS_FIELD_NUMBER: _builtins.int
+    LINK_HEAD_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -166,6 +168,12 @@ class SearchRequest(_message.Message):
     """0 = none; else 0..1: those hits' closest chunks at this cosine or above also get their own
     copy cosines (`ScoredChunk.copy_cosines.neighbors`).
     """
+    link_seeds: _builtins.int
+    """0 = none; else 0..20: the documents the top `link_seeds` fused hits name by title join the
+    head at its end (at most a quarter of it; `scores["link"]` = 1.0 on each).
+    """
+    link_head: _builtins.int
+    """The head those documents join: the first `link_head` hits (0 = all `top_k`; 0..1000)."""
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
         """Who is searching: tenant + ACL filter applied inside the index."""
@@ -198,10 +206,12 @@ class SearchRequest(_message.Message):
         vectors: _builtins.bool = ...,
         copy_depth: _builtins.int = ...,
         copy_expand: _builtins.float = ...,
+        link_seeds: _builtins.int = ...,
+        link_head: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "fill_missing", b"fill_missing", "filters", b"filters", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "fill_missing", b"fill_missing", "filters", b"filters", "link_head", b"link_head", "link_seeds", b"link_seeds", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
