@@ -26,7 +26,9 @@ def test_name_key(title: str, key: str | None) -> None:
 
 
 def test_a_text_names_a_title_exactly_when_its_key_is_mentioned() -> None:
-    text = "Bleach, Nirvana's first album, came out on Sub Pop (Seattle) in 1989; the Casino, New South Wales."
+    text = (
+        "Bleach, Nirvana's first album, came out on Sub Pop (Seattle) in 1989; the Casino, New South Wales."
+    )
     mentioned = set(mentioned_names(text))
     for title in ["Sub Pop", "Nirvana (band)", "Nirvana's", "Bleach (album)", "Casino, New South Wales"]:
         assert names(spelled(text), title) and name_key(title) in mentioned
