@@ -16,7 +16,7 @@ import numpy.typing as npt
 from services.common.errors import invalid
 from services.common.query_text import check_query
 from services.common.settings import FusionSettings
-from services.common.types import FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
+from services.common.types import Chunk, FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, Fused, fuse
@@ -159,11 +159,11 @@ class HybridRetriever:
             bounds=params.bounds,
             rank_lists=own_ranks,
         )[: params.top_k]
+        chunks = self.index.chunks([f.key for f in fused])
         if params.link_seeds > 0 and fused:
             t1 = time.perf_counter()
-            fused = self._link(query, vector, fused, principal, params, lists)
+            fused = self._link(query, vector, fused, chunks, principal, params, lists)
             timings["link"] = (time.perf_counter() - t1) * 1000
-        chunks = self.index.chunks([f.key for f in fused])
         stored = self.index.stored_vectors([f.key for f in fused]) if params.vectors else {}
         copies: dict[int, Copies] = {}
         if params.copy_depth > 0:
@@ -200,12 +200,14 @@ class HybridRetriever:
         query: str,
         vector: npt.NDArray[np.float32] | None,
         fused: list[Fused],
+        chunks: dict[int, Chunk],
         principal: Principal,
         params: SearchParams,
         lists: dict[str, list[tuple[int, float]]],
     ) -> list[Fused]:
         """``fused`` with the pages its top ``link_seeds`` name and its head lacks placed at the end of
-        the head (the first ``link_head`` results, default all), pushing the rest down.
+        the head (the first ``link_head`` results, default all), pushing the rest down; ``chunks``
+        (``fused``'s chunks) gains theirs.
 
         A page ranked below the head moves up; each joins with the fused score of the place it takes,
         ``LINK_SCORE`` = 1.0 in ``lists`` and, with ``fill_missing``, its exact scores from the
@@ -213,16 +215,16 @@ class HybridRetriever:
         """
         n = min(len(fused), params.link_head or params.top_k)
         room = max(1, int(n * LINK_SHARE)) if n > 1 else 0
-        head = self.index.chunks([f.key for f in fused[:n]])
-        texts = [head[f.key].text for f in fused[: min(params.link_seeds, n)] if f.key in head]
+        texts = [chunks[f.key].text for f in fused[: min(params.link_seeds, n)] if f.key in chunks]
         if not room or not texts:
             return fused
-        have = {c.doc_id for c in head.values()}
+        have = {chunks[f.key].doc_id for f in fused[:n] if f.key in chunks}
         named = self.index.named(texts, principal, room + len(have), filters=params.filters)
         docs = self.index.chunks([cid for cid, _ in named])
         new = [cid for cid, _ in named if cid in docs and docs[cid].doc_id not in have][:room]
         if not new:
             return fused
+        chunks.update((cid, docs[cid]) for cid in new)
         at = n - len(new)
         if params.fill_missing:
             self._fill(query, vector, principal, lists, params.filters, new)

@@ -16,7 +16,7 @@ from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
 from services.common import wire
 from services.common.errors import invalid
 from services.common.grpc_server import run_blocking
-from services.common.types import Principal
+from services.common.types import Principal, SearchFilters
 from services.retrieval.index import MAX_COPY_LIMIT, SearchIndex
 
 MAX_LIMIT = 100_000
@@ -32,6 +32,13 @@ def principal_of(
     if not request.HasField("principal"):
         raise invalid("principal is required: every read is evaluated as a caller", field="principal")
     return wire.principal_from_pb(request.principal)
+
+
+def filters_of(
+    request: index_pb2.Bm25Request | index_pb2.DenseRequest | index_pb2.NamedRequest,
+) -> SearchFilters | None:
+    """The read's extra restrictions, ``None`` when the request sets none."""
+    return wire.filters_from_pb(request.filters) if request.HasField("filters") else None
 
 
 def check_limit(limit: int) -> int:
@@ -116,7 +123,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
     ) -> index_pb2.HitsResponse:
         principal = principal_of(request)
         limit = check_limit(request.limit)
-        filters = wire.filters_from_pb(request.filters) if request.HasField("filters") else None
+        filters = filters_of(request)
         restrict = list(request.restrict.cids) if request.HasField("restrict") else None
         if limit == 0:
             return index_pb2.HitsResponse()
@@ -137,7 +144,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         principal = principal_of(request)
         limit = check_limit(request.limit)
         vector = wire.vector_from_bytes(request.vector, dim=self.index.dim)
-        filters = wire.filters_from_pb(request.filters) if request.HasField("filters") else None
+        filters = filters_of(request)
         if limit == 0:
             return index_pb2.HitsResponse()
         hits = await run_blocking(self.executor, self.index.dense, vector, principal, limit, filters=filters)
@@ -148,7 +155,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
     ) -> index_pb2.HitsResponse:
         principal = principal_of(request)
         limit = check_limit(request.limit)
-        filters = wire.filters_from_pb(request.filters) if request.HasField("filters") else None
+        filters = filters_of(request)
         if limit == 0:
             return index_pb2.HitsResponse()
         hits = await run_blocking(
