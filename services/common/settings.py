@@ -323,8 +323,9 @@ class FactCheckSettings(BaseModel):
     title_links: bool = Field(
         default=True,
         description="Read document titles that passages spell out: a passage a relevant one names by "
-        "title is a bridge, not IRRELEVANT; two passages each about its own titled subject (neither "
-        "names the other) are never compared for conflicts (docs/factcheck.md)",
+        "title (or that names a relevant one's title and holds a query term no relevant one holds) is a "
+        "bridge, not IRRELEVANT; two passages each about its own titled subject (neither names the "
+        "other) are never compared for conflicts nor count as a near-duplicate cluster (docs/factcheck.md)",
     )
     contradiction_pairs: int = Field(
         default=0,

@@ -4,7 +4,8 @@ Order of the rules (first match wins), each with the reason a human reads:
 
 1. **ADVERSARIAL** — text addressed to a model, the query pasted in, keyword stuffing, or one of a
    near-duplicate cluster of documents (TrustRAG; the results ranked just below the judged ones count as
-   peers of the cluster, see ``context``). Untrusted sources face lower thresholds
+   peers of the cluster, see ``context``; with ``title_links`` two passages each about its own titled
+   subject never count for each other: a template family of pages is not one claim). Untrusted sources face lower thresholds
    (``untrusted_factor``): the same text is more suspicious where anyone can write.
    A passage that frames its own claim as contrary to fact ("In an alternate universe, ...",
    "Contrary to popular belief, ..."; ``framing``, :mod:`~services.factcheck.detectors.framing`) is
@@ -14,7 +15,8 @@ Order of the rules (first match wins), each with the reason a human reads:
    misses paraphrase-free matches less than strips do, strips catch reranker blind spots.
    An IRRELEVANT passage whose title a still-relevant passage spells out is a *bridge* and stays
    (``title_links``): a two-hop question needs the page its answer page names ("the label of the band
-   that released *Bleach*": the *Bleach* page names *Sub Pop*), which alone addresses little of it.
+   that released *Bleach*": the *Bleach* page names *Sub Pop*), which alone addresses little of it;
+   so does one naming a still-relevant passage's title while holding a query term none of them holds.
 3. **COUNTERFACTUAL** — among the remaining passages, one whose claims conflict with more of its peers
    than any passage it conflicts with (the consensus outvotes it). A conflict between two passages
    and nobody else is *disputed*: both stay RELEVANT and the reason says so. Two passages each about
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.common.settings import FactCheckSettings
-from services.common.titles import clean_title, names, spelled
+from services.common.titles import MIN_TITLE_CHARS, clean_title, names, spelled
 from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
@@ -49,6 +51,7 @@ from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicat
 from services.factcheck.detectors.planted_copies import planted_copies
 from services.factcheck.evidence import CheckInput, Evidence, bounded_text
 from services.factcheck.model_conflicts import Side
+from services.factcheck.text import terms
 
 if TYPE_CHECKING:
     from services.factcheck.model_conflicts import ModelConflicts
@@ -71,6 +74,11 @@ def relevance_probability(logit: float | None, calibration: tuple[float, float])
 def _spelled(text: str) -> str:
     """:func:`spelled`, cached: a set of M passages is compared in M(M-1)/2 pairs."""
     return spelled(text)
+
+
+@lru_cache(maxsize=4096)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(terms(text))
 
 
 @lru_cache(maxsize=4096)
@@ -103,9 +111,14 @@ def decide(
     vectors = [e.vector for e in evidence] + [e.vector for _, e in context]
     doc_ids = [i.doc_id for i in items] + [i.doc_id for i, _ in context]
     sim = cosine_matrix(np.asarray(vectors, dtype=np.float32)) if all(vectors) else None
+    everyone = [*items, *(i for i, _ in context)]
     clusters = (
         duplicate_clusters(
-            doc_ids, sim, threshold=settings.duplicate_threshold, min_docs=settings.duplicate_min_docs
+            doc_ids,
+            sim,
+            threshold=settings.duplicate_threshold,
+            min_docs=settings.duplicate_min_docs,
+            apart=_subject_pairs(everyone) if settings.title_links else None,
         )[:n]
         if sim is not None
         else [Signal.none()] * n
@@ -176,7 +189,7 @@ def decide(
                 if p is not None:
                     why += f" and the reranker gives P(relevant) = {p:.3f}"
                 verdicts[k] = (Verdict.IRRELEVANT, 1.0 - max(cov, p or 0.0), why)
-    bridges = _bridges(items, verdicts) if settings.title_links else {}
+    bridges = _bridges(query, items, verdicts) if settings.title_links else {}
     for k in bridges:
         verdicts[k] = None
     _consensus(items, evidence, verdicts, settings, conflict, llm_relevant, sim, model_conflicts)
@@ -230,34 +243,69 @@ def decide_head(
 
 
 def _bridges(
-    items: Sequence[CheckInput], verdicts: Sequence[tuple[Verdict, float, str] | None]
+    query: str, items: Sequence[CheckInput], verdicts: Sequence[tuple[Verdict, float, str] | None]
 ) -> dict[int, str]:
-    """IRRELEVANT passages whose title a still-relevant passage of another document spells out, with
-    that passage's title. Rule 1 already ran: a detector's ADVERSARIAL verdict is never undone."""
+    """IRRELEVANT passages linked by title to a still-relevant passage of another document, with that
+    passage's title. Either way round: the relevant passage names this one's title (the page its answer
+    page names), or this one names the relevant passage's title *and* holds a query term no relevant
+    passage holds (the answer page of "what forum did Gorbachev initiate" names *Mikhail Gorbachev* and
+    says "forum"; a page that only mentions him adds nothing the question asks). Rule 1 already ran: a
+    detector's ADVERSARIAL verdict is never undone."""
     relevant = [
-        (items[k].doc_id, items[k].title, _spelled(items[k].text))
+        (items[k].doc_id, items[k].title, _spelled(items[k].text), k)
         for k, v in enumerate(verdicts)
         if v is None
     ]
+    asked = set(terms(query))
+    unresolved = asked - {t for *_, k in relevant for t in _terms(items[k].text)}
     out: dict[int, str] = {}
     for k, v in enumerate(verdicts):
-        if v is None or v[0] is not Verdict.IRRELEVANT or not items[k].title:
+        if v is None or v[0] is not Verdict.IRRELEVANT:
             continue
+        doc, own = items[k].doc_id, _spelled(items[k].text)
         namer = next(
-            (t for doc, t, text in relevant if doc != items[k].doc_id and names(text, items[k].title)), None
+            (t for d, t, text, _ in relevant if d != doc and items[k].title and names(text, items[k].title)),
+            None,
         )
+        if namer is None and unresolved & set(_terms(items[k].text)):
+            namer = next((t for d, t, _, _ in relevant if d != doc and t and names(own, t)), None)
         if namer is not None:
             out[k] = clean_title(namer) or namer
+    return out
+
+
+def _subject_pairs(items: Sequence[CheckInput]) -> np.ndarray:
+    """Pairs of passages each about its own titled subject (:func:`_own_subjects`): a family of pages
+    written from one template ("2010–11 Vermont Catamounts men's basketball team", "2011–12 …") looks
+    near-identical to an embedding, yet describes different things, so it is no near-duplicate cluster.
+    Titles are spelled once per passage: a check reads up to ``context_depth`` passages."""
+    texts = [_spelled(i.text) for i in items]
+    keys = [_title_key(i.title) for i in items]
+    own = [k is not None and k in t for k, t in zip(keys, texts, strict=True)]
+    n = len(items)
+    out = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        if not own[i]:
+            continue
+        for j in range(i + 1, n):
+            ki, kj = keys[i], keys[j]
+            if own[j] and ki != kj and str(kj) not in texts[i] and str(ki) not in texts[j]:
+                out[i, j] = out[j, i] = True
     return out
 
 
 def _own_subjects(a: CheckInput, b: CheckInput) -> bool:
     """Whether ``a`` and ``b`` are each about its own titled subject: titled differently, each spelling
     out its own title and neither the other's. Their numbers and dates describe two things."""
-    if not a.title or not b.title or clean_title(a.title) == clean_title(b.title):
-        return False
-    ta, tb = _spelled(a.text), _spelled(b.text)
-    return names(ta, a.title) and names(tb, b.title) and not names(ta, b.title) and not names(tb, a.title)
+    return bool(_subject_pairs([a, b])[0, 1])
+
+
+@lru_cache(maxsize=4096)
+def _title_key(title: str) -> str | None:
+    """The title as :func:`names` matches it (spelled, no trailing parenthetical), or ``None`` when it
+    is too short to be matched."""
+    key = spelled(clean_title(title))
+    return key if len(key.strip()) >= MIN_TITLE_CHARS else None
 
 
 def _side(item: CheckInput, ev: Evidence) -> Side:

@@ -228,6 +228,54 @@ def test_a_page_a_relevant_page_names_is_a_bridge_not_irrelevant() -> None:
     assert [j.verdict for j in judge([hostile, ruler])] == [Verdict.ADVERSARIAL, Verdict.IRRELEVANT]
 
 
+def test_a_page_naming_a_relevant_page_is_a_bridge_when_it_holds_what_the_question_asks() -> None:
+    q = "What type of international forum did the former Soviet statesman initiate in the nineties?"
+    leader = item(
+        "leader",
+        "Mikhail Gorbachev is a former Soviet statesman, the last leader of the Soviet Union.",
+        title="Mikhail Gorbachev",
+    )
+    summit = item(
+        "summit", "It was started by Mikhail Gorbachev as a forum.", logit=-10.0, title="Peace Summit"
+    )
+    wife = item("wife", "Raisa was married to Mikhail Gorbachev.", logit=-10.0, title="Raisa Gorbacheva")
+
+    def verdicts(items: list[CheckInput], s: FactCheckSettings) -> list[Judgement]:
+        return decide(q, items, gather_evidence(q, items, BagOfWords(), s), s)
+
+    out = verdicts([leader, summit, wife], FactCheckSettings())
+    # the summit page names the relevant page and says "forum", which no relevant page says; the
+    # wife's page names it too but holds nothing the question asks
+    assert [j.verdict for j in out] == [Verdict.RELEVANT, Verdict.RELEVANT, Verdict.IRRELEVANT]
+    assert out[1].reason == "a bridge: the relevant passage 'Mikhail Gorbachev' names it"
+    off = verdicts([leader, summit, wife], FactCheckSettings(title_links=False))
+    assert [j.verdict for j in off] == [Verdict.RELEVANT, Verdict.IRRELEVANT, Verdict.IRRELEVANT]
+    # a relevant page that already says "forum" leaves nothing for the summit page to add
+    forum = leader.model_copy(update={"text": leader.text + " He later founded a forum."})
+    assert verdicts([forum, summit], FactCheckSettings())[1].verdict is Verdict.IRRELEVANT
+
+
+def test_pages_of_one_template_about_their_own_subjects_are_no_cluster() -> None:
+    seasons = [
+        item(
+            f"season{y}",
+            f"The {y} Laleli Mosque restoration rebuilt the mosque in Fatih, Istanbul, for the sultan.",
+            title=f"{y} Laleli Mosque restoration",
+        )
+        for y in (2010, 2011, 2012)
+    ]
+    three = FactCheckSettings(duplicate_min_docs=3)
+    # three pages each about its own titled restoration: not three sources pushing one claim
+    assert [j.verdict for j in judge(seasons, three)] == [Verdict.RELEVANT] * 3
+    off = three.model_copy(update={"title_links": False})
+    assert [j.verdict for j in judge(seasons, off)] == [Verdict.ADVERSARIAL] * 3
+    # untitled, or naming a sibling's title, they vouch for one another as before
+    untitled = [s.model_copy(update={"title": ""}) for s in seasons]
+    assert [j.verdict for j in judge(untitled, three)] == [Verdict.ADVERSARIAL] * 3
+    linked = [s.model_copy(update={"text": s.text + " See 2010 Laleli Mosque restoration."}) for s in seasons]
+    assert [j.verdict for j in judge(linked, three)][1:] == [Verdict.ADVERSARIAL] * 2
+
+
 def test_passages_about_their_own_titled_subjects_do_not_contradict() -> None:
     laleli = "Laleli Mosque in Fatih was built between 1760 and 1763 for Sultan Mustafa III."
     items = [

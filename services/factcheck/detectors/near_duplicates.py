@@ -44,6 +44,7 @@ def duplicate_clusters(
     *,
     threshold: float,
     min_docs: int,
+    apart: np.ndarray | None = None,
 ) -> list[Signal]:
     """One signal per passage: score = its highest cosine to another member of its flagged group.
 
@@ -60,6 +61,8 @@ def duplicate_clusters(
     ids = np.asarray(doc_ids, dtype=object)
     dist = np.clip(1.0 - np.asarray(sim, dtype=np.float64), 0.0, 2.0)
     dist[ids[:, None] == ids[None, :]] = 2.0  # chunks of one document never vouch for each other
+    if apart is not None:
+        dist[np.asarray(apart, dtype=bool)] = 2.0
     np.fill_diagonal(dist, 0.0)
     labels = (
         DBSCAN(eps=max(1e-9, 1.0 - threshold), min_samples=min_docs, metric="precomputed").fit(dist).labels_
@@ -71,7 +74,7 @@ def duplicate_clusters(
         if len(docs) < min_docs:
             continue
         for i in members:
-            best = max(float(sim[i, j]) for j in members if doc_ids[j] != doc_ids[i])
+            best = max((float(sim[i, j]) for j in members if j != i and dist[i, j] < 2.0), default=0.0)
             out[i] = Signal(
                 round(min(1.0, max(0.0, best)), 4),
                 f"one of {len(docs)} documents with near-identical content (cosine up to {best:.2f})",
