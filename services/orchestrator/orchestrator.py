@@ -21,6 +21,7 @@ from services.orchestrator.chain import ChainResult, ChainRetriever
 from services.orchestrator.corrective import CorrectiveResult, CorrectiveRetrieval
 from services.orchestrator.entities import mentions
 from services.orchestrator.fact_graph import FactGraph
+from services.orchestrator.named_titles import LINK_DEPTH
 from services.orchestrator.plan import Complexity, Grade, QueryType, Route
 from services.orchestrator.rewrite import ConversationalRewriter, Rewrite
 from services.orchestrator.router import QueryRouter
@@ -207,16 +208,19 @@ class Orchestrator:
         no_check = replace(self.pipeline.factcheck_options(), enabled=False)
         calls = 0
 
-        def searcher(q: str) -> SearchOutcome:
+        def searcher(q: str, p: SearchParams = params) -> SearchOutcome:
             nonlocal calls
             calls += 1
-            return self.pipeline.search(q, principal, params, rerank, no_check)
+            return self.pipeline.search(q, principal, p, rerank, no_check)
 
         chain: ChainResult | None = None
         t0 = time.perf_counter()
         if route.type is QueryType.COMPLEX:
+            # The chain's title rules read LINK_DEPTH documents of each search (named_titles), however
+            # few results the answer needs: without the fact-check's peers a search asked for top_k only.
+            deep = replace(params, top_k=max(params.top_k, LINK_DEPTH))
             chain = ChainRetriever(
-                searcher,
+                lambda q: searcher(q, deep),
                 plan_chain(self.settings.chain, plan),
                 self.proposer,
                 trace_content=self.settings.trace_content,

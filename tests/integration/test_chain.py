@@ -16,11 +16,14 @@ from services.common.net import free_port
 from services.common.settings import ChainSettings, FactCheckSettings, LlmSettings, RampartSettings
 from services.common.types import Acl, Document, Principal
 from services.orchestrator.chain import ChainRetriever
+from services.orchestrator.named_titles import LINK_DEPTH
+from services.orchestrator.orchestrator import Ask
+from services.orchestrator.plan import QueryType
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.subqueries import HeuristicProposer, LlmProposer
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import SearchOutcome
+from services.retrieval.hybrid import SearchOutcome, SearchParams
 from tests.integration.llm_server import LlamaServer
 from tests.integration.scripted_llm import Scripted, chat
 from tests.unit.test_chain import BRIDGE, COMPARISON, CORPUS
@@ -90,6 +93,26 @@ def test_comparison_question_through_the_real_pipeline(rt: Runtime) -> None:
     result = ChainRetriever(chain.searcher, ChainSettings(beam_width=2)).run(COMPARISON)
     assert set(docs(result)[:2]) == {"derrickson", "wood"}
     assert result.calls <= 1 + 2 * 4
+
+
+def test_routed_chain_searches_as_deep_as_its_title_rules_read(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fact-check off (this runtime): no peers raise the depth, yet the chain still reads LINK_DEPTH
+    orchestrator = rt.orchestrator
+    depths: list[int] = []
+    real = orchestrator.pipeline.search
+
+    def search(query: str, principal: Principal, params: SearchParams, *a: object) -> SearchOutcome:
+        depths.append(params.top_k)
+        return real(query, principal, params, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(orchestrator.pipeline, "search", search)
+    done = orchestrator.run(Ask(query=BRIDGE, top_k=3, remember=False), WHO)
+    assert done.route.type is QueryType.COMPLEX, done.route
+    assert depths and min(depths) >= LINK_DEPTH
+    assert set(docs(done.outcome)[:2]) == {"kiss", "temple"}
+    assert len(done.outcome.hits) <= max(3, rt.settings.routing.plans[done.route.complexity.value].context_k)
 
 
 def test_every_hop_is_a_child_span_with_content_only_when_enabled(
