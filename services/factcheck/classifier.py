@@ -5,8 +5,9 @@ Order of the rules (first match wins), each with the reason a human reads:
 1. **ADVERSARIAL** — text addressed to a model, the query pasted in, keyword stuffing, or one of a
    near-duplicate cluster of documents (TrustRAG; the results ranked just below the judged ones count as
    peers of the cluster, see ``context``; with ``title_links`` two passages each about its own titled
-   subject never count for each other: a template family of pages is not one claim). Untrusted sources face lower thresholds
-   (``untrusted_factor``): the same text is more suspicious where anyone can write.
+   subject never count for each other: a template family of pages is not one claim). Untrusted
+   sources face lower thresholds (``untrusted_factor``): the same text is more suspicious where anyone
+   can write.
    A passage that frames its own claim as contrary to fact ("In an alternate universe, ...",
    "Contrary to popular belief, ..."; ``framing``, :mod:`~services.factcheck.detectors.framing`) is
    COUNTERFACTUAL at this point: by its own words it is not evidence for a factual answer.
@@ -111,14 +112,15 @@ def decide(
     vectors = [e.vector for e in evidence] + [e.vector for _, e in context]
     doc_ids = [i.doc_id for i in items] + [i.doc_id for i, _ in context]
     sim = cosine_matrix(np.asarray(vectors, dtype=np.float32)) if all(vectors) else None
-    everyone = [*items, *(i for i, _ in context)]
+    # pairs each about its own titled subject: no near-duplicate cluster (rule 1), no conflict (rule 3)
+    subjects = _subject_pairs([*items, *(i for i, _ in context)]) if settings.title_links else None
     clusters = (
         duplicate_clusters(
             doc_ids,
             sim,
             threshold=settings.duplicate_threshold,
             min_docs=settings.duplicate_min_docs,
-            apart=_subject_pairs(everyone) if settings.title_links else None,
+            apart=subjects,
         )[:n]
         if sim is not None
         else [Signal.none()] * n
@@ -192,7 +194,7 @@ def decide(
     bridges = _bridges(query, items, verdicts) if settings.title_links else {}
     for k in bridges:
         verdicts[k] = None
-    _consensus(items, evidence, verdicts, settings, conflict, llm_relevant, sim, model_conflicts)
+    _consensus(items, evidence, verdicts, settings, conflict, llm_relevant, sim, subjects, model_conflicts)
     out: list[Judgement] = []
     for k, (item, ev, v) in enumerate(zip(items, evidence, verdicts, strict=True)):
         if v is None:
@@ -256,18 +258,15 @@ def _bridges(
         for k, v in enumerate(verdicts)
         if v is None
     ]
-    asked = set(terms(query))
-    unresolved = asked - {t for *_, k in relevant for t in _terms(items[k].text)}
+    unresolved = _terms(query).difference(*(_terms(items[k].text) for *_, k in relevant))
     out: dict[int, str] = {}
     for k, v in enumerate(verdicts):
         if v is None or v[0] is not Verdict.IRRELEVANT:
             continue
-        doc, own = items[k].doc_id, _spelled(items[k].text)
-        namer = next(
-            (t for d, t, text, _ in relevant if d != doc and items[k].title and names(text, items[k].title)),
-            None,
-        )
-        if namer is None and unresolved & set(_terms(items[k].text)):
+        doc, title = items[k].doc_id, items[k].title
+        namer = next((t for d, t, text, _ in relevant if d != doc and title and names(text, title)), None)
+        if namer is None and unresolved & _terms(items[k].text):
+            own = _spelled(items[k].text)
             namer = next((t for d, t, _, _ in relevant if d != doc and t and names(own, t)), None)
         if namer is not None:
             out[k] = clean_title(namer) or namer
@@ -275,10 +274,11 @@ def _bridges(
 
 
 def _subject_pairs(items: Sequence[CheckInput]) -> np.ndarray:
-    """Pairs of passages each about its own titled subject (:func:`_own_subjects`): a family of pages
-    written from one template ("2010–11 Vermont Catamounts men's basketball team", "2011–12 …") looks
-    near-identical to an embedding, yet describes different things, so it is no near-duplicate cluster.
-    Titles are spelled once per passage: a check reads up to ``context_depth`` passages."""
+    """Which pairs of passages are each about its own titled subject: titled differently, each spelling
+    out its own title and neither the other's. Their numbers and dates describe two things, and a family
+    of pages written from one template ("2010–11 Vermont Catamounts men's basketball team", "2011–12 …")
+    looks near-identical to an embedding yet is no near-duplicate cluster. One matrix per check, titles
+    spelled once per passage: a check reads up to ``context_depth`` passages."""
     texts = [_spelled(i.text) for i in items]
     keys = [_title_key(i.title) for i in items]
     own = [k is not None and k in t for k, t in zip(keys, texts, strict=True)]
@@ -292,12 +292,6 @@ def _subject_pairs(items: Sequence[CheckInput]) -> np.ndarray:
             if own[j] and ki != kj and str(kj) not in texts[i] and str(ki) not in texts[j]:
                 out[i, j] = out[j, i] = True
     return out
-
-
-def _own_subjects(a: CheckInput, b: CheckInput) -> bool:
-    """Whether ``a`` and ``b`` are each about its own titled subject: titled differently, each spelling
-    out its own title and neither the other's. Their numbers and dates describe two things."""
-    return bool(_subject_pairs([a, b])[0, 1])
 
 
 @lru_cache(maxsize=4096)
@@ -320,6 +314,7 @@ def _consensus(
     conflict: ConflictFn,
     locked: set[int],
     sim: np.ndarray | None,
+    subjects: np.ndarray | None,
     model: ModelConflicts | None,
 ) -> None:
     """Mark as COUNTERFACTUAL the passages the other still-relevant passages outvote (``locked`` ones
@@ -330,8 +325,7 @@ def _consensus(
         (i, j)
         for x, i in enumerate(alive)
         for j in alive[x + 1 :]
-        if items[i].doc_id != items[j].doc_id
-        and not (settings.title_links and _own_subjects(items[i], items[j]))
+        if items[i].doc_id != items[j].doc_id and not (subjects is not None and subjects[i, j])
     ]
     found: dict[tuple[int, int], Signal] = {}
     for i, j in pairs:
