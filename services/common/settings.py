@@ -290,6 +290,36 @@ class FactCheckSettings(BaseModel):
         "member may lie (a genuine paragraph on the planted subject lies farther out than the "
         "planted siblings); 1 = no such condition",
     )
+    claim_join_threshold: float = Field(
+        default=0.55,
+        ge=0.0,
+        le=1.0,
+        description="Embedding cosine within which a passage not yet judged is compared with the "
+        "passages flagged as planted copies or a near-duplicate cluster in the same check: close to "
+        "claim_min_group of them and using every word they share beyond the query's (their claim), it "
+        "joins them as ADVERSARIAL; 0 = off",
+    )
+    claim_min_group: int = Field(
+        default=2,
+        ge=1,
+        le=8,
+        description="Flagged passages within claim_join_threshold whose shared claim a passage must repeat",
+    )
+    claim_group_coverage: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Query-term coverage (best sentence strip) a flagged passage needs to count in the "
+        "group whose claim others may join: planted text is written for the query",
+    )
+    claim_length_ratio: float = Field(
+        default=1.5,
+        ge=0.0,
+        le=100.0,
+        description="A passage joins a planted group by its claim only when it is at most this many times "
+        "as long as the group's longest member (written like them, not a long page that mentions the "
+        "same name); 0 = any length",
+    )
     untrusted_sources: list[str] = Field(
         default_factory=list, description="Glob patterns over a chunk's source marking it untrusted"
     )

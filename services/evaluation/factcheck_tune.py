@@ -42,6 +42,8 @@ GRID: dict[str, list[Any]] = {
     # grid 6 added the planted-copies rule's border members (0 = off), grid 7 their slack
     "copy_border_threshold": [0.0, 0.7],
     "copy_border_slack": [0.0, 0.02, 0.05, 0.1, 1.0],
+    # the planted-claim rule (0 = off); its guards (group coverage 0.5, length ratio 1.5) from a sweep
+    "claim_join_threshold": [0.0, 0.55, 0.65],
     # grid 3 settled these
     "conflict_threshold": [0.8],
     "coverage_threshold": [0.34],

@@ -7,7 +7,9 @@ Order of the rules (first match wins), each with the reason a human reads:
    peers of the cluster, see ``context``; with ``title_links`` two passages each about its own titled
    subject never count for each other: a template family of pages is not one claim). Untrusted
    sources face lower thresholds (``untrusted_factor``): the same text is more suspicious where anyone
-   can write.
+   can write. Once the check has flagged members, a passage close to them that repeats what they all
+   say beyond the query (their planted answer) joins them (``claim_join_threshold``,
+   :mod:`~services.factcheck.detectors.planted_claim`).
    A passage that frames its own claim as contrary to fact ("In an alternate universe, ...",
    "Contrary to popular belief, ..."; ``framing``, :mod:`~services.factcheck.detectors.framing`) is
    COUNTERFACTUAL at this point: by its own words it is not evidence for a factual answer.
@@ -49,10 +51,11 @@ from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters, peer_similarity
+from services.factcheck.detectors.planted_claim import planted_claim
 from services.factcheck.detectors.planted_copies import planted_copies
 from services.factcheck.evidence import CheckInput, Evidence, bounded_text
 from services.factcheck.model_conflicts import Side
-from services.factcheck.text import terms
+from services.factcheck.text import terms, words
 
 if TYPE_CHECKING:
     from services.factcheck.model_conflicts import ModelConflicts
@@ -80,6 +83,11 @@ def _spelled(text: str) -> str:
 @lru_cache(maxsize=4096)
 def _terms(text: str) -> frozenset[str]:
     return frozenset(terms(text))
+
+
+@lru_cache(maxsize=4096)
+def _length(text: str) -> int:
+    return len(words(text))
 
 
 @lru_cache(maxsize=4096)
@@ -127,6 +135,7 @@ def decide(
     )
     peers = peer_similarity(doc_ids, sim)[:n] if sim is not None else [0.0] * n
     verdicts: list[tuple[Verdict, float, str] | None] = [None] * n
+    planted: list[int] = []  # flagged as a near-duplicate cluster or planted copies: rule 1's group
     llm_relevant: set[int] = set()  # judged RELEVANT by the LLM: a consensus peer, never outvoted
     for k, (item, ev) in enumerate(zip(items, evidence, strict=True)):
         s = ev.signals
@@ -140,6 +149,7 @@ def decide(
             )
         elif clusters[k].score > 0:
             verdicts[k] = (Verdict.ADVERSARIAL, clusters[k].score, clusters[k].evidence + trust_note)
+            planted.append(k)
         elif (
             copies := planted_copies(
                 item.copy_cosines,
@@ -155,6 +165,7 @@ def decide(
                 copies.score,
                 f"planted copies — {copies.evidence}{trust_note}",
             )
+            planted.append(k)
         elif s["query_copy"] > 0 and s["query_copy"] >= settings.query_copy_threshold * factor:
             verdicts[k] = (
                 Verdict.ADVERSARIAL,
@@ -191,6 +202,10 @@ def decide(
                 if p is not None:
                     why += f" and the reranker gives P(relevant) = {p:.3f}"
                 verdicts[k] = (Verdict.IRRELEVANT, 1.0 - max(cov, p or 0.0), why)
+    if planted and sim is not None and settings.claim_join_threshold > 0:
+        llm_relevant -= _join_planted_claims(
+            query, items, evidence, verdicts, planted, sim, subjects, settings
+        )
     bridges = _bridges(query, items, verdicts) if settings.title_links else {}
     for k in bridges:
         verdicts[k] = None
@@ -242,6 +257,50 @@ def decide_head(
         context=list(zip(everything[judged:], evidence[judged:], strict=True)),
         model_conflicts=model_conflicts,
     )
+
+
+def _join_planted_claims(
+    query: str,
+    items: Sequence[CheckInput],
+    evidence: Sequence[Evidence],
+    verdicts: list[tuple[Verdict, float, str] | None],
+    planted: Sequence[int],
+    sim: np.ndarray,
+    subjects: np.ndarray | None,
+    settings: FactCheckSettings,
+) -> set[int]:
+    """Rule 1's group grows by claim: a passage not yet judged that lies within
+    ``claim_join_threshold`` of ``claim_min_group`` flagged members and uses every word they share
+    beyond the query's joins them (:mod:`~services.factcheck.detectors.planted_claim`). Only members
+    that address this query count (strip coverage >= ``claim_group_coverage``): planted text is
+    written to be retrieved for it, while a template family the copies rule flagged on its own (season
+    pages) shares template words, not a claim. One pass over the members flagged by the detectors: a
+    joined passage recruits nobody. Returns the joined."""
+    asked = _terms(query)
+    joined: set[int] = set()
+    for k, v in enumerate(verdicts):
+        if v is not None:
+            continue
+        group = [
+            (float(sim[k, g]), _terms(items[g].text), _length(items[g].text))
+            for g in planted
+            if sim[k, g] >= settings.claim_join_threshold
+            and evidence[g].signals.get("coverage", 0.0) >= settings.claim_group_coverage
+            and items[g].doc_id != items[k].doc_id
+            and not (subjects is not None and subjects[k, g])
+        ]
+        claim = planted_claim(
+            asked,
+            items[k].text,
+            _terms(items[k].text),
+            group,
+            min_group=settings.claim_min_group,
+            length_ratio=settings.claim_length_ratio,
+        )
+        if claim.score > 0:
+            verdicts[k] = (Verdict.ADVERSARIAL, claim.score, f"planted claim — {claim.evidence}")
+            joined.add(k)
+    return joined
 
 
 def _bridges(

@@ -9,11 +9,13 @@ from services.factcheck.detectors.claims import claim_conflict, extract_claims
 from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters
+from services.factcheck.detectors.planted_claim import planted_claim
 from services.factcheck.detectors.planted_copies import planted_copies
 from services.factcheck.detectors.query_copy import detect_query_copy, longest_common_run
 from services.factcheck.detectors.source_trust import detect_untrusted
 from services.factcheck.detectors.stuffing import detect_stuffing
 from services.factcheck.evidence import strip_coverage
+from services.factcheck.text import terms
 
 pytestmark = pytest.mark.unit
 
@@ -164,6 +166,30 @@ def test_planted_copies_border_members_join_through_a_core_neighbour() -> None:
     assert (
         planted_copies([0.9, 0.85], threshold=0.8, min_copies=2, neighbors=[[0.1]], border=0.7).score == 0.85
     )
+
+
+def test_planted_claim_is_what_every_member_says_beyond_the_query() -> None:
+    asked = frozenset(terms("Which hedgehog did the singer of A Rather Blustery Day voice?"))
+    members = [
+        "Sterling Holloway sang A Rather Blustery Day and voiced the hedgehog Mrs. Tiggy-Winkle.",
+        "The singer of A Rather Blustery Day voiced Mrs. Tiggy-Winkle, a hedgehog, in 1971.",
+    ]
+    group = [(0.7, frozenset(terms(t)), len(t.split())) for t in members]
+    loose = "Sebastian Cabot, who sang A Rather Blustery Day, voiced Mrs. Tiggy-Winkle."
+    hit = planted_claim(asked, loose, frozenset(terms(loose)), group, min_group=2)
+    assert hit.score == pytest.approx(0.7)
+    assert "'Mrs', 'Tiggy', 'Winkle'" in hit.evidence
+    assert planted_claim(asked, loose, frozenset(terms(loose)), group[:1], min_group=2).score == 0
+    # the claim must be there whole: naming the singer only is no assertion of the planted answer
+    other = "Sebastian Cabot sang A Rather Blustery Day and voiced a hedgehog."
+    assert planted_claim(asked, other, frozenset(terms(other)), group, min_group=2).score == 0
+    # members that share nothing beyond the query have no claim to repeat
+    bare = [(0.9, frozenset(terms("A Rather Blustery Day singer voice")), 6)] * 2
+    assert planted_claim(asked, loose, frozenset(terms(loose)), bare, min_group=2).score == 0
+    # a page three times the members' length is not written like them
+    page = loose + " He was born in 1918 in London and trained as a chef before acting." * 2
+    assert planted_claim(asked, page, frozenset(terms(page)), group, min_group=2, length_ratio=1.5).score == 0
+    assert planted_claim(asked, page, frozenset(terms(page)), group, min_group=2).score == pytest.approx(0.7)
 
 
 def test_planted_copies_border_member_must_lie_as_close_as_the_cores_own_copies() -> None:
