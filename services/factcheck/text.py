@@ -38,13 +38,14 @@ def words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """The stem :func:`terms` gives a lower-cased word."""
     return str(_stemmer.stemWord(word))
 
 
 def terms(text: str) -> list[str]:
     """Stemmed content terms in order (stop words and 1-letter tokens dropped)."""
-    return [_stem(w) for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+    return [stem(w) for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
 
 
 def sentences(text: str, max_words: int = 80) -> list[str]:

@@ -167,9 +167,7 @@ def test_a_loose_paraphrase_repeating_the_planted_claim_joins_the_group() -> Non
     out = judge(items)
     # the loose sibling has one close copy, not two: only its claim ('Ortakoy') gives it away
     assert [j.verdict for j in out] == [Verdict.ADVERSARIAL] * 3 + [Verdict.RELEVANT]
-    assert out[2].reason.startswith(
-        "planted claim — asserts what 2 passages flagged as planted copies assert"
-    )
+    assert out[2].reason.startswith("planted claim — asserts what 2 passages flagged as planted assert")
     assert "'Ortakoy'" in out[2].reason
     assert [j.verdict for j in judge(items, FactCheckSettings(claim_join_threshold=0.0))][
         2

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.factcheck.detectors import Signal
-from services.factcheck.text import WORD, terms, words
+from services.factcheck.text import WORD, stem, words
 
 
 def planted_claim(
@@ -38,15 +38,10 @@ def planted_claim(
     claim = frozenset.intersection(*(t for _, t, _ in group)) - query_terms
     if not claim or not claim <= passage_terms:
         return Signal.none()
-    shown = sorted({w for w in WORD.findall(passage) if _stem(w.lower()) in claim})[:6]
+    shown = sorted({w for w in WORD.findall(passage) if stem(w.lower()) in claim})[:6]
     closest = max(c for c, *_ in group)
     return Signal(
         round(min(1.0, max(0.0, closest)), 4),
-        f"asserts what {len(group)} passages flagged as planted copies assert "
+        f"asserts what {len(group)} passages flagged as planted assert "
         f"({', '.join(repr(w) for w in shown)}; none of it asked by the query; closest cosine {closest:.2f})",
     )
-
-
-def _stem(word: str) -> str:
-    found = terms(word)
-    return found[0] if found else ""
