@@ -312,6 +312,21 @@ class FactCheckSettings(BaseModel):
         description="Query-term coverage (best sentence strip) a flagged passage needs to count in the "
         "group whose claim others may join: planted text is written for the query",
     )
+    claim_share: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="Share of the words a planted group shares beyond the query (its claim) a passage must "
+        "use to join it by claim: 1 = every one",
+    )
+    claim_max_words: int = Field(
+        default=6,
+        ge=0,
+        le=100,
+        description="A passage using only claim_share of a planted group's shared words joins it only when "
+        "they are at most this many (a claim is an answer and a few words; a longer shared vocabulary is "
+        "a template or a subject); 0 = any number",
+    )
     claim_length_ratio: float = Field(
         default=1.5,
         ge=0.0,

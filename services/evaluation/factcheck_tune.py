@@ -44,6 +44,8 @@ GRID: dict[str, list[Any]] = {
     "copy_border_slack": [0.0, 0.02, 0.05, 0.1, 1.0],
     # the planted-claim rule (0 = off); its guards (group coverage 0.5, length ratio 1.5) from a sweep
     "claim_join_threshold": [0.0, 0.55, 0.65],
+    # ... and how much of the claim (weighted by rarity) a sibling must repeat (claim_max_words 6)
+    "claim_share": [0.5, 1.0],
     # grid 3 settled these
     "conflict_threshold": [0.8],
     "coverage_threshold": [0.34],
@@ -52,8 +54,11 @@ GRID: dict[str, list[Any]] = {
 
 
 def _redundant(params: dict[str, Any]) -> bool:
-    """A point that repeats another: the border slack means nothing with border members off."""
-    return params.get("copy_border_threshold") == 0.0 and params.get("copy_border_slack", 1.0) != 1.0
+    """A point that repeats another: the border slack means nothing with border members off, the claim
+    share nothing with the planted-claim rule off."""
+    return (params.get("copy_border_threshold") == 0.0 and params.get("copy_border_slack", 1.0) != 1.0) or (
+        params.get("claim_join_threshold") == 0.0 and params.get("claim_share", 1.0) != 1.0
+    )
 
 
 @dataclass

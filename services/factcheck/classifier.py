@@ -39,6 +39,7 @@ ADVERSARIAL and COUNTERFACTUAL get :data:`LLM_SCORE`.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -204,7 +205,7 @@ def decide(
                 verdicts[k] = (Verdict.IRRELEVANT, 1.0 - max(cov, p or 0.0), why)
     if planted and sim is not None and settings.claim_join_threshold > 0:
         llm_relevant -= _join_planted_claims(
-            query, items, evidence, verdicts, planted, sim, subjects, settings
+            query, [*items, *(i for i, _ in context)], evidence, verdicts, planted, sim, subjects, settings
         )
     bridges = _bridges(query, items, verdicts) if settings.title_links else {}
     for k in bridges:
@@ -261,7 +262,7 @@ def decide_head(
 
 def _join_planted_claims(
     query: str,
-    items: Sequence[CheckInput],
+    passages: Sequence[CheckInput],
     evidence: Sequence[Evidence],
     verdicts: list[tuple[Verdict, float, str] | None],
     planted: Sequence[int],
@@ -270,32 +271,48 @@ def _join_planted_claims(
     settings: FactCheckSettings,
 ) -> set[int]:
     """Rule 1's group grows by claim: a passage not yet judged that lies within
-    ``claim_join_threshold`` of ``claim_min_group`` flagged members and uses every word they share
-    beyond the query's joins them (:mod:`~services.factcheck.detectors.planted_claim`). Only members
-    that address this query count (strip coverage >= ``claim_group_coverage``): planted text is
-    written to be retrieved for it, while a template family the copies rule flagged on its own (season
-    pages) shares template words, not a claim. One pass over the members flagged by the detectors: a
-    joined passage recruits nobody. Returns the joined."""
+    ``claim_join_threshold`` of ``claim_min_group`` flagged members and uses the words they share
+    beyond the query's joins them (:mod:`~services.factcheck.detectors.planted_claim`): all of them, or
+    ``claim_share`` of them weighted by rarity in the rest of the results when they are at most
+    ``claim_max_words``. Only members that address this query count (strip coverage >=
+    ``claim_group_coverage``): planted text is written to be retrieved for it, while a template family
+    the copies rule flagged on its own (season pages) shares template words, not a claim. One pass over
+    the members flagged by the detectors: a joined passage recruits nobody. ``passages``: the judged
+    ones, then their context peers (parallel to ``sim``). Returns the joined."""
     asked = _terms(query)
     joined: set[int] = set()
+    members = [
+        g for g in planted if evidence[g].signals.get("coverage", 0.0) >= settings.claim_group_coverage
+    ]
+    seen: Counter[str] = Counter()
+    if members:
+        # the rest of the results: passages too far from the group to join it; what they say too is
+        # context the planted text wraps its claim in, not the claim
+        near = (sim[:, members] >= settings.claim_join_threshold).sum(axis=1) >= settings.claim_min_group
+        flagged = set(planted)
+        for x, passage in enumerate(passages):
+            if x not in flagged and not near[x]:
+                seen.update(_terms(passage.text))
     for k, v in enumerate(verdicts):
         if v is not None:
             continue
         group = [
-            (float(sim[k, g]), _terms(items[g].text), _length(items[g].text))
-            for g in planted
+            (float(sim[k, g]), _terms(passages[g].text), _length(passages[g].text))
+            for g in members
             if sim[k, g] >= settings.claim_join_threshold
-            and evidence[g].signals.get("coverage", 0.0) >= settings.claim_group_coverage
-            and items[g].doc_id != items[k].doc_id
+            and passages[g].doc_id != passages[k].doc_id
             and not (subjects is not None and subjects[k, g])
         ]
         claim = planted_claim(
             asked,
-            items[k].text,
-            _terms(items[k].text),
+            passages[k].text,
+            _terms(passages[k].text),
             group,
             min_group=settings.claim_min_group,
             length_ratio=settings.claim_length_ratio,
+            min_share=settings.claim_share,
+            seen=seen,
+            max_words=settings.claim_max_words,
         )
         if claim.score > 0:
             verdicts[k] = (Verdict.ADVERSARIAL, claim.score, f"planted claim — {claim.evidence}")

@@ -185,10 +185,29 @@ def test_planted_copies_in_other_documents_are_withheld(runtime: Runtime, tmp_pa
 LOOSE = "If you send a parcel to the Mill Lane warehouse, pick it up at the front desk of the Harbor Street office."
 
 
-@pytest.mark.parametrize("border", [0.0, 0.75], ids=["border-off", "border-0.75"])
-def test_loose_paraphrase_joins_its_planted_group_through_the_border_rule(
-    border: float, tmp_path: Path, models_dir: Path, embedder: Embedder, reranker: Reranker
+@pytest.mark.parametrize(
+    ("border", "claim_join", "caught_by"),
+    [
+        (0.0, 0.0, None),
+        (0.75, 0.0, "planted copies — close (claim cosine 0.7"),
+        (
+            0.0,
+            FactCheckSettings().claim_join_threshold,
+            "planted claim — asserts what 3 passages flagged as planted assert",
+        ),
+    ],
+    ids=["both-off", "border-0.75", "claim-rule"],
+)
+def test_loose_paraphrase_joins_its_planted_group_through_the_border_or_claim_rule(
+    border: float,
+    claim_join: float,
+    caught_by: str | None,
+    tmp_path: Path,
+    models_dir: Path,
+    embedder: Embedder,
+    reranker: Reranker,
 ) -> None:
+    """Either rule alone withholds the loose paraphrase; with both off it reaches the results."""
     corpus = [
         {"id": f"note-{i}", "title": f"Note {i}", "acl": {"groups": ["*"]}, "text": t}
         for i, t in enumerate([*PLANTED, LOOSE])
@@ -197,7 +216,7 @@ def test_loose_paraphrase_joins_its_planted_group_through_the_border_rule(
         data_dir=tmp_path / "data",
         models_dir=models_dir,
         log_level="WARNING",
-        factcheck=FactCheckSettings(copy_border_threshold=border),
+        factcheck=FactCheckSettings(copy_border_threshold=border, claim_join_threshold=claim_join),
     )
     rt = Runtime.open(settings, embedder=embedder, reranker=reranker)
     try:
@@ -208,8 +227,8 @@ def test_loose_paraphrase_joins_its_planted_group_through_the_border_rule(
         rt.close()
     adversarial = {f["doc_id"]: f["reason"] for f in body["filtered"] if f["verdict"] == "adversarial"}
     assert {"note-0", "note-1", "note-2"} <= set(adversarial)
-    if border:
-        assert adversarial["note-3"].startswith("planted copies — close (claim cosine 0.7"), adversarial
+    if caught_by:
+        assert adversarial["note-3"].startswith(caught_by), adversarial
         assert "note-3" not in [r["doc_id"] for r in body["results"]]
     else:
         assert "note-3" not in adversarial
