@@ -72,6 +72,7 @@ class IndexSettings(BaseModel):
 
 
 MAX_LINK_SEEDS = 20  # fused results whose named pages may join the head (FusionSettings.link_seeds)
+MAX_BACKLINKS = 10  # pages naming the seeds that may join the head (FusionSettings.backlinks)
 
 
 class FusionSettings(BaseModel):
@@ -95,6 +96,14 @@ class FusionSettings(BaseModel):
         ge=0,
         le=MAX_LINK_SEEDS,
         description="Pages the top N fused results name by title join the reranked head (0 = off)",
+    )
+    # 2: chosen on the HotpotQA-500 train half (docs/retrieval.md, "Pages that name the top results").
+    backlinks: int = Field(
+        default=2,
+        ge=0,
+        le=MAX_BACKLINKS,
+        description="With link_seeds, at most this many pages that name those results by title (the best "
+        "for the query by BM25) join the reranked head after the named ones (0 = off)",
     )
 
 
@@ -368,7 +377,7 @@ class FactCheckSettings(BaseModel):
     title_links: bool = Field(
         default=True,
         description="Read document titles that passages spell out: a passage a relevant one names by "
-        "title (or that names a relevant one's title and holds a query term no relevant one holds) is a "
+        "title (or that names a relevant one's title and holds a query term that one lacks) is a "
         "bridge, not IRRELEVANT; two passages each about its own titled subject (neither names the "
         "other) are never compared for conflicts nor count as a near-duplicate cluster (docs/factcheck.md)",
     )

@@ -19,7 +19,7 @@ from rampart.retrieval.v1 import index_pb2, retrieval_pb2
 
 from services.common.errors import invalid
 from services.common.query_text import check_query
-from services.common.settings import MAX_LINK_SEEDS
+from services.common.settings import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.common.types import (
     Acl,
     Chunk,
@@ -428,6 +428,7 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
         copy_expand=p.copy_expand,
         link_seeds=p.link_seeds,
         link_head=p.link_head,
+        backlinks=p.backlinks,
     )
     filters = filters_to_pb(p.filters)
     if filters is not None:
@@ -452,6 +453,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         ("copy_depth", m.copy_depth, 0, MAX_TOP_K),
         ("link_seeds", m.link_seeds, 0, MAX_LINK_SEEDS),
         ("link_head", m.link_head, 0, MAX_TOP_K),
+        ("backlinks", m.backlinks, 0, MAX_BACKLINKS),
     ):
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
@@ -482,6 +484,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         copy_expand=m.copy_expand,
         link_seeds=m.link_seeds,
         link_head=m.link_head,
+        backlinks=m.backlinks,
     )
     return m.query, principal_from_pb(m.principal), params
 

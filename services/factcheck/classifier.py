@@ -19,7 +19,7 @@ Order of the rules (first match wins), each with the reason a human reads:
    An IRRELEVANT passage whose title a still-relevant passage spells out is a *bridge* and stays
    (``title_links``): a two-hop question needs the page its answer page names ("the label of the band
    that released *Bleach*": the *Bleach* page names *Sub Pop*), which alone addresses little of it;
-   so does one naming a still-relevant passage's title while holding a query term none of them holds.
+   so does one naming a still-relevant passage's title while holding a query term that passage lacks.
 3. **COUNTERFACTUAL** — among the remaining passages, one whose claims conflict with more of its peers
    than any passage it conflicts with (the consensus outvotes it). A conflict between two passages
    and nobody else is *disputed*: both stay RELEVANT and the reason says so. Two passages each about
@@ -325,25 +325,28 @@ def _bridges(
 ) -> dict[int, str]:
     """IRRELEVANT passages linked by title to a still-relevant passage of another document, with that
     passage's title. Either way round: the relevant passage names this one's title (the page its answer
-    page names), or this one names the relevant passage's title *and* holds a query term no relevant
-    passage holds (the answer page of "what forum did Gorbachev initiate" names *Mikhail Gorbachev* and
-    says "forum"; a page that only mentions him adds nothing the question asks). Rule 1 already ran: a
-    detector's ADVERSARIAL verdict is never undone."""
+    page names), or this one names the relevant passage's title *and* holds a query term that passage
+    lacks (the answer page of "what forum did Gorbachev initiate" names *Mikhail Gorbachev* and says
+    "forum"; a page that only mentions him adds nothing the question asks of the two). Rule 1 already
+    ran: a detector's ADVERSARIAL verdict is never undone."""
+    asked = _terms(query)
     relevant = [
-        (items[k].doc_id, items[k].title, _spelled(items[k].text), k)
+        (items[k].doc_id, items[k].title, _spelled(items[k].text), asked & _terms(items[k].text))
         for k, v in enumerate(verdicts)
         if v is None
     ]
-    unresolved = _terms(query).difference(*(_terms(items[k].text) for *_, k in relevant))
     out: dict[int, str] = {}
     for k, v in enumerate(verdicts):
         if v is None or v[0] is not Verdict.IRRELEVANT:
             continue
         doc, title = items[k].doc_id, items[k].title
         namer = next((t for d, t, text, _ in relevant if d != doc and title and names(text, title)), None)
-        if namer is None and unresolved & _terms(items[k].text):
+        adds = asked & _terms(items[k].text)
+        if namer is None and adds:
             own = _spelled(items[k].text)
-            namer = next((t for d, t, _, _ in relevant if d != doc and t and names(own, t)), None)
+            namer = next(
+                (t for d, t, _, held in relevant if d != doc and t and adds - held and names(own, t)), None
+            )
         if namer is not None:
             out[k] = clean_title(namer) or namer
     return out

@@ -26,6 +26,8 @@ from services.common.titles import clean_title, names, spelled
 from services.common.types import ScoredChunk
 
 LINK_DEPTH = 30  # distinct documents searched for pages the top two name
+# pages naming the top two that move behind them: a hub page is named by many, the best two suffice
+BACKLINKS_NEXT = 2
 NAMED_DEPTH = 10  # distinct documents of the ranking whose titles are looked for in the question
 
 
@@ -101,10 +103,13 @@ def linked_second(question: str, hits: Sequence[ScoredChunk], depth: int = NAMED
     return [*hits[:cut], *(h for h in hits if h.chunk.doc_id == doc), *rest]
 
 
-def linked_next(question: str, hits: Sequence[ScoredChunk], depth: int = LINK_DEPTH) -> list[ScoredChunk]:
-    """``hits`` with the documents that the top two documents' best chunks name by title (among the first
-    ``depth`` documents; titles the question names do not count, :func:`named_first` placed those) moved,
-    with all their chunks and in their order, to just behind the top two's best chunks."""
+def linked_next(
+    question: str, hits: Sequence[ScoredChunk], depth: int = LINK_DEPTH, backlinks: int = BACKLINKS_NEXT
+) -> list[ScoredChunk]:
+    """``hits`` with the documents that the top two documents' best chunks name by title, and the first
+    ``backlinks`` documents whose best chunk names one of the top two, (among the first ``depth``
+    documents; titles the question names do not count, :func:`named_first` placed those) moved, with
+    all their chunks and in their order, to just behind the top two's best chunks."""
     firsts = _best_chunks(hits)
     if len(firsts) < 3:
         return list(hits)
@@ -112,11 +117,18 @@ def linked_next(question: str, hits: Sequence[ScoredChunk], depth: int = LINK_DE
     leads = docs[:2]
     said = " ".join(spelled(hits[firsts[d]].chunk.text) for d in leads)
     asked = spelled(question)
+    lead_titles = [t for t in (hits[firsts[d]].chunk.title for d in leads) if not names(asked, t)]
     moved: set[str] = set()
+    naming = 0
     for doc in docs[2:depth]:
-        title = hits[firsts[doc]].chunk.title
-        if names(said, title) and not names(asked, title):
+        chunk = hits[firsts[doc]].chunk
+        if names(said, chunk.title) and not names(asked, chunk.title):
             moved.add(doc)
+        elif naming < backlinks and lead_titles:
+            text = spelled(chunk.text)
+            if any(names(text, t) for t in lead_titles):
+                moved.add(doc)
+                naming += 1
     if not moved:
         return list(hits)
     cut = firsts[leads[1]] + 1

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from services.common.errors import invalid
 from services.common.query_text import check_query
 from services.common.settings import FusionSettings
+from services.common.titles import name_key, names, spelled
 from services.common.types import Chunk, FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
 from services.retrieval.embedder import Embedder
@@ -29,6 +30,10 @@ COPY_LIMIT = 8
 # not a replacement for what both retrievers found.
 LINK_SHARE = 0.25
 LINK_SCORE = "link"  # ``ScoredChunk.scores`` key of a page that joined the head by being named
+BACKLINK_SCORE = "backlink"  # ... and of a page that joined it by naming a seed
+# Chunks read per seed when looking for pages that name it: its name's words (twice) and the query's
+# ranked by BM25, then only those that spell the name are kept.
+BACKLINK_POOL = 50
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,9 @@ class SearchParams:
     link_seeds: int = 0
     # the head those pages join: what the reranker reads (0 = all ``top_k``); the search pipeline sets it
     link_head: int = 0
+    # with ``link_seeds``: at most this many documents that name a seed by title (the best for the
+    # query by BM25) join the head too: the second page of a two-hop question may name the first
+    backlinks: int = 0
 
     @classmethod
     def from_settings(
@@ -71,6 +79,7 @@ class SearchParams:
         bounds: dict[str, Bounds] | None = None,
         filters: SearchFilters | None = None,
         link_seeds: int | None = None,
+        backlinks: int | None = None,
     ) -> SearchParams:
         """Settings' defaults, overridden by whatever the request gives (``None`` = not given)."""
         return cls(
@@ -85,6 +94,7 @@ class SearchParams:
             bounds=bounds or {},
             filters=filters,
             link_seeds=link_seeds if link_seeds is not None else s.link_seeds,
+            backlinks=backlinks if backlinks is not None else s.backlinks,
         )
 
 
@@ -177,7 +187,9 @@ class HybridRetriever:
             ScoredChunk(
                 chunk=chunks[f.key],
                 scores={
-                    name: raw[name].get(f.key) for name in lists if name != LINK_SCORE or f.key in raw[name]
+                    name: raw[name].get(f.key)
+                    for name in lists
+                    if name not in (LINK_SCORE, BACKLINK_SCORE) or f.key in raw[name]
                 },
                 ranks={name: rank_of[name].get(f.key) for name in rank_of},
                 fused=f.score,
@@ -206,33 +218,90 @@ class HybridRetriever:
         lists: dict[str, list[tuple[int, float]]],
     ) -> list[Fused]:
         """``fused`` with the pages its top ``link_seeds`` name and its head lacks placed at the end of
-        the head (the first ``link_head`` results, default all), pushing the rest down; ``chunks``
-        (``fused``'s chunks) gains theirs.
+        the head (the first ``link_head`` results, default all), then at most ``backlinks`` pages that
+        name those seeds, pushing the rest down; ``chunks`` (``fused``'s chunks) gains theirs.
 
         A page ranked below the head moves up; each joins with the fused score of the place it takes,
-        ``LINK_SCORE`` = 1.0 in ``lists`` and, with ``fill_missing``, its exact scores from the
-        retrievers in ``lists``: the reranker, which reads the head, decides where it belongs.
+        ``LINK_SCORE`` (or ``BACKLINK_SCORE``) = 1.0 in ``lists`` and, with ``fill_missing``, its exact
+        scores from the retrievers in ``lists``: the reranker, which reads the head, decides where it
+        belongs. Together they take at most ``LINK_SHARE`` of the head; a page naming a seed keeps its
+        place before the seeds' named pages fill the rest.
         """
         n = min(len(fused), params.link_head or params.top_k)
         room = max(1, int(n * LINK_SHARE)) if n > 1 else 0
-        texts = [chunks[f.key].text for f in fused[: min(params.link_seeds, n)] if f.key in chunks]
-        if not room or not texts:
+        seeds = [chunks[f.key] for f in fused[: min(params.link_seeds, n)] if f.key in chunks]
+        if not room or not seeds:
             return fused
         have = {chunks[f.key].doc_id for f in fused[:n] if f.key in chunks}
-        named = self.index.named(texts, principal, room + len(have), filters=params.filters)
+        back = self._naming(query, seeds, principal, params, have)[: min(params.backlinks, room)]
+        taken = have | {c.doc_id for _, c in back}
+        named = self.index.named([c.text for c in seeds], principal, room + len(have), filters=params.filters)
         docs = self.index.chunks([cid for cid, _ in named])
-        new = [cid for cid, _ in named if cid in docs and docs[cid].doc_id not in have][:room]
+        forward = [cid for cid, _ in named if cid in docs and docs[cid].doc_id not in taken][
+            : room - len(back)
+        ]
+        new = forward + [cid for cid, _ in back]
         if not new:
             return fused
-        chunks.update((cid, docs[cid]) for cid in new)
+        chunks.update((cid, docs[cid]) for cid in forward)
+        chunks.update(back)
         at = n - len(new)
         if params.fill_missing:
             self._fill(query, vector, principal, lists, params.filters, new)
-        lists[LINK_SCORE] = [(cid, 1.0) for cid in new]
+        if forward:
+            lists[LINK_SCORE] = [(cid, 1.0) for cid in forward]
+        if back:
+            lists[BACKLINK_SCORE] = [(cid, 1.0) for cid, _ in back]
         joined = [Fused(cid, fused[at + i].score, {}) for i, cid in enumerate(new)]
         moved = set(new)
         rest = [f for f in fused[at:] if f.key not in moved]
         return (fused[:at] + joined + rest)[: len(fused)]
+
+    def _naming(
+        self,
+        query: str,
+        seeds: Sequence[Chunk],
+        principal: Principal,
+        params: SearchParams,
+        skip: set[str],
+    ) -> list[tuple[int, Chunk]]:
+        """Readable chunks, one per document not in ``skip``, whose text spells a seed's title (see
+        ``titles.names``), best for ``query`` by BM25 first: the pages that link *to* the seeds.
+
+        A seed whose title the query spells out is not followed (every page retrieved for that name
+        mentions it). Per seed, one BM25 search for its name's words (counted twice) and the query's
+        words reads ``BACKLINK_POOL`` chunks; only those spelling the name are kept. Bounded: at most
+        ``link_seeds`` searches, then one BM25 scoring of the kept chunks."""
+        if params.backlinks <= 0:
+            return []
+        asked = spelled(query)
+        found: dict[int, Chunk] = {}
+        followed: set[str] = set()
+        for seed in seeds:
+            key = name_key(seed.title)
+            if key is None or key in followed or names(asked, seed.title):
+                continue
+            followed.add(key)
+            pool = self.index.bm25(f"{key} {key} {query}", principal, BACKLINK_POOL, filters=params.filters)
+            got = self.index.chunks([cid for cid, _ in pool if cid not in found])
+            for cid, _ in pool:
+                c = got.get(cid)
+                if c is not None and c.doc_id != seed.doc_id and names(spelled(c.text), seed.title):
+                    found[cid] = c
+        found = {cid: c for cid, c in found.items() if c.doc_id not in skip}
+        if not found:
+            return []
+        scored = dict(
+            self.index.bm25(query, principal, len(found), filters=params.filters, restrict=list(found))
+        )
+        order = sorted(found, key=lambda cid: -scored.get(cid, 0.0))  # stable: pool order breaks ties
+        out: list[tuple[int, Chunk]] = []
+        docs: set[str] = set()
+        for cid in order:
+            if found[cid].doc_id not in docs:
+                docs.add(found[cid].doc_id)
+                out.append((cid, found[cid]))
+        return out
 
     def _fill(
         self,

@@ -4,6 +4,7 @@ caller's ACL, and travel over gRPC like every other hit (real embedder, real ind
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from services.common.types import Acl, Chunk, Principal
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import LINK_SCORE, HybridRetriever, SearchParams
+from services.retrieval.hybrid import BACKLINK_SCORE, LINK_SCORE, HybridRetriever, SearchParams
 from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
@@ -44,8 +45,10 @@ DOCS = [
 ]
 
 
-def writes(embedder: Embedder, index: EmbeddedIndex) -> list[DocumentWrite]:
-    texts = [t for *_, t in DOCS]
+def writes(
+    embedder: Embedder, index: EmbeddedIndex, docs: list[tuple[str, str, list[str], str]] = DOCS
+) -> list[DocumentWrite]:
+    texts = [t for *_, t in docs]
     vectors = embedder.embed(texts)
     lengths = index.token_lengths(texts)
     return [
@@ -73,7 +76,7 @@ def writes(embedder: Embedder, index: EmbeddedIndex) -> list[DocumentWrite]:
                 )
             ],
         )
-        for i, (doc_id, title, groups, text) in enumerate(DOCS)
+        for i, (doc_id, title, groups, text) in enumerate(docs)
     ]
 
 
@@ -85,8 +88,8 @@ def index(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Itera
     ix.close()
 
 
-def params(top_k: int, link_seeds: int, link_head: int = 0) -> SearchParams:
-    p = SearchParams.from_settings(FusionSettings(), top_k=top_k, link_seeds=link_seeds)
+def params(top_k: int, link_seeds: int, link_head: int = 0, backlinks: int = 0) -> SearchParams:
+    p = SearchParams.from_settings(FusionSettings(), top_k=top_k, link_seeds=link_seeds, backlinks=backlinks)
     return replace(p, link_head=link_head)
 
 
@@ -137,25 +140,105 @@ def test_small_head_keeps_at_least_its_top(index: EmbeddedIndex, embedder: Embed
     assert docs(retriever.search(QUESTION, ALICE, params(1, 1)).hits) == ["bleach"]
 
 
-def test_link_stream_over_grpc_equals_local(tmp_path: Path, index: EmbeddedIndex, embedder: Embedder) -> None:
+@contextmanager
+def served(
+    tmp_path: Path, embedder: Embedder, corpus: list[tuple[str, str, list[str], str]]
+) -> Iterator[RemoteRetriever]:
+    """A real retrieval gRPC server on loopback over ``corpus``, and a client of it."""
     loop = BackgroundLoop()
     port = free_port()
 
     async def start() -> RetrievalApp:
-        served = EmbeddedIndex.open(tmp_path / "served", dim=embedder.dim)
-        served.write(writes(embedder, served))
-        app = RetrievalApp(GrpcServerSettings(host="127.0.0.1", port=port), served, embedder)
+        index = EmbeddedIndex.open(tmp_path / "served", dim=embedder.dim)
+        index.write(writes(embedder, index, corpus))
+        app = RetrievalApp(GrpcServerSettings(host="127.0.0.1", port=port), index, embedder)
         await app.start()
         return app
 
     app = loop.run(start())
     remote = RemoteRetriever.connect(f"127.0.0.1:{port}", RemoteSettings())
     try:
-        want = HybridRetriever(index, embedder).search(QUESTION, ALICE, params(8, 1))
-        got = remote.search(QUESTION, ALICE, params(8, 1))
-        assert docs(got.hits) == docs(want.hits)
-        assert [h.scores.get(LINK_SCORE) for h in got.hits] == [h.scores.get(LINK_SCORE) for h in want.hits]
+        yield remote
     finally:
         remote.close()
         loop.run(app.stop(grace_s=1.0))
         loop.close()
+
+
+def test_link_stream_over_grpc_equals_local(tmp_path: Path, index: EmbeddedIndex, embedder: Embedder) -> None:
+    with served(tmp_path, embedder, DOCS) as remote:
+        want = HybridRetriever(index, embedder).search(QUESTION, ALICE, params(8, 1))
+        got = remote.search(QUESTION, ALICE, params(8, 1))
+    assert docs(got.hits) == docs(want.hits)
+    assert [h.scores.get(LINK_SCORE) for h in got.hits] == [h.scores.get(LINK_SCORE) for h in want.hits]
+
+
+# A page that names the top result ("Frank Thomas") without sharing the question's words: the second
+# page of a two-hop question that the first one does not name.
+HURT = "Which pinball machine is named after the only player with seven straight .300 seasons?"
+BACK_DOCS = [
+    (
+        "thomas",
+        "Frank Thomas (designated hitter)",
+        ["*"],
+        "Frank Thomas is the only player in major league history with seven straight seasons "
+        "batting .300 with 100 walks, 100 runs and 100 RBIs.",
+    ),
+    (
+        "bighurt",
+        "Big Hurt (game)",
+        ["*"],
+        "Designed by Bill Parker for Gottlieb in 1995 and endorsed by Frank Thomas.",
+    ),
+    ("payroll", "Payroll 1995", ["hr"], "Frank Thomas signed for the payroll office in 1995."),
+    ("memo", "Memo", ["*"], "A frank thomas-style talk about the 1995 pinball machine market."),
+    *[
+        (
+            f"pin{i}",
+            f"Pinball {i}",
+            ["*"],
+            f"Pinball machine number {i} named after a player and his seasons.",
+        )
+        for i in range(12)
+    ],
+]
+
+
+@pytest.fixture(scope="module")
+def back_index(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[EmbeddedIndex]:
+    ix = EmbeddedIndex.open(tmp_path_factory.mktemp("backlinks") / "index", dim=embedder.dim)
+    ix.write(writes(embedder, ix, BACK_DOCS))
+    yield ix
+    ix.close()
+
+
+def test_pages_naming_a_seed_join_the_head(back_index: EmbeddedIndex, embedder: Embedder) -> None:
+    retriever = HybridRetriever(back_index, embedder)
+    plain = docs(retriever.search(HURT, ALICE, params(8, 3)).hits)
+    assert "thomas" in plain[:3] and "bighurt" not in plain  # the seed ranks; the page naming it does not
+    linked = retriever.search(HURT, ALICE, params(8, 3, backlinks=2))
+    got = docs(linked.hits)
+    assert "bighurt" in got and len(got) == 8
+    assert linked.hits[got.index("bighurt")].scores[BACKLINK_SCORE] == 1.0
+    assert "memo" not in got  # "frank thomas" in lower case names nobody
+    assert "payroll" not in got  # names the seed, but alice may not read it
+    assert "payroll" in docs(retriever.search(HURT, BOB, params(8, 3, backlinks=2)).hits)
+
+
+def test_a_seed_the_question_names_is_not_followed(back_index: EmbeddedIndex, embedder: Embedder) -> None:
+    retriever = HybridRetriever(back_index, embedder)
+    asked = "Which pinball machine is named after Frank Thomas?"
+    got = retriever.search(asked, ALICE, params(8, 3, backlinks=2))
+    assert all(BACKLINK_SCORE not in h.scores for h in got.hits)  # every page found for the name names it
+
+
+def test_backlinks_over_grpc_equal_local(
+    tmp_path: Path, back_index: EmbeddedIndex, embedder: Embedder
+) -> None:
+    with served(tmp_path, embedder, BACK_DOCS) as remote:
+        want = HybridRetriever(back_index, embedder).search(HURT, ALICE, params(8, 3, backlinks=2))
+        got = remote.search(HURT, ALICE, params(8, 3, backlinks=2))
+    assert docs(got.hits) == docs(want.hits) and "bighurt" in docs(got.hits)
+    assert [h.scores.get(BACKLINK_SCORE) for h in got.hits] == [
+        h.scores.get(BACKLINK_SCORE) for h in want.hits
+    ]

@@ -329,6 +329,11 @@ def test_a_page_naming_a_relevant_page_is_a_bridge_when_it_holds_what_the_questi
     # a relevant page that already says "forum" leaves nothing for the summit page to add
     forum = leader.model_copy(update={"text": leader.text + " He later founded a forum."})
     assert verdicts([forum, summit], FactCheckSettings())[1].verdict is Verdict.IRRELEVANT
+    # ... but another relevant page saying "forum" does not: the pair it forms with the page it names
+    # is what the summit page completes
+    rome = item("rome", "The international forum of former statesmen met in Rome.", title="Rome Forum")
+    got = verdicts([leader, rome, summit], FactCheckSettings())
+    assert [j.verdict for j in got] == [Verdict.RELEVANT, Verdict.RELEVANT, Verdict.RELEVANT], got
 
 
 def test_pages_of_one_template_about_their_own_subjects_are_no_cluster() -> None:

@@ -147,6 +147,31 @@ def test_pages_the_top_two_name_by_title_come_right_behind_them() -> None:
     ]
 
 
+def test_the_best_two_pages_naming_a_top_page_come_behind_it() -> None:
+    hits = [
+        hit("bleach", "Bleach (album)", text="Bleach is the debut album of a band."),
+        hit("grunge", "Grunge", text="Grunge is a rock genre."),
+        hit("x", "Seattle"),
+        hit("tour", "Bleach Tour", text="A tour to promote Bleach (album) across the US."),
+        hit("y", "Kurt", text="He wrote about bleach and grunge."),  # lower case: names neither
+        hit("review", "Review", text="Grunge fans still rate Bleach highly."),
+        hit("poll", "Poll", text="Bleach topped a poll."),  # a third page naming a lead: not moved
+    ]
+    unnamed = "Who founded the record label of the band behind that 1989 debut?"
+    assert ids(linked_next(unnamed, hits)) == [
+        "bleach#0",
+        "grunge#0",
+        "tour#0",
+        "review#0",
+        "x#0",
+        "y#0",
+        "poll#0",
+    ]
+    assert ids(linked_next(unnamed, hits, backlinks=0)) == ids(hits)
+    asked = "Which tour promoted Bleach and Grunge records?"  # the question names both leads
+    assert ids(linked_next(asked, hits)) == ids(hits)
+
+
 def test_linking_leaves_question_named_titles_case_and_far_pages_alone() -> None:
     lead = hit("bleach", "Bleach (album)", text="Bleach, by nirvana, was released by Sub Pop.")
     hits = [lead, hit("grunge", "Grunge"), hit("x", "Seattle"), hit("nirvana", "Nirvana")]

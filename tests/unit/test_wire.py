@@ -233,6 +233,7 @@ def test_search_request_round_trip_every_param() -> None:
             "copy_expand": 0.7,
             "link_seeds": 3,
             "link_head": 30,
+            "backlinks": 2,
         }
     )
     p = Principal(tenant="acme", user="alice", groups=["eng"])
@@ -266,6 +267,7 @@ def test_outcome_round_trip() -> None:
         (lambda m: setattr(m, "link_seeds", -1), "link_seeds", "link_seeds = -1"),
         (lambda m: setattr(m, "link_seeds", 21), "link_seeds", "link_seeds = 21"),
         (lambda m: setattr(m, "link_head", -2), "link_head", "link_head = -2"),
+        (lambda m: setattr(m, "backlinks", 11), "backlinks", "backlinks = 11"),
         (lambda m: setattr(m, "method", retrieval_pb2.FUSION_METHOD_UNSPECIFIED), "method", "method = 0"),
         (lambda m: m.weights.__setitem__("dense", -1.0), "weights.dense", "-1.0"),
         (lambda m: setattr(m.principal, "tenant", "bad tenant!"), "principal.tenant", "bad tenant!"),

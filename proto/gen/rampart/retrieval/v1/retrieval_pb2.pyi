@@ -148,6 +148,7 @@ class SearchRequest(_message.Message):
     COPY_EXPAND_FIELD_NUMBER: _builtins.int
     LINK_SEEDS_FIELD_NUMBER: _builtins.int
     LINK_HEAD_FIELD_NUMBER: _builtins.int
+    BACKLINKS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -174,6 +175,11 @@ class SearchRequest(_message.Message):
     """
     link_head: _builtins.int
     """The head those documents join: the first `link_head` hits (0 = all `top_k`; 0..1000)."""
+    backlinks: _builtins.int
+    """0 = none; else 0..10: with `link_seeds`, at most this many documents that name those hits by
+    title (the best for the query by BM25) join the head after the named ones (`scores["backlink"]`
+    = 1.0 on each).
+    """
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
         """Who is searching: tenant + ACL filter applied inside the index."""
@@ -208,10 +214,11 @@ class SearchRequest(_message.Message):
         copy_expand: _builtins.float = ...,
         link_seeds: _builtins.int = ...,
         link_head: _builtins.int = ...,
+        backlinks: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "fill_missing", b"fill_missing", "filters", b"filters", "link_head", b"link_head", "link_seeds", b"link_seeds", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backlinks", b"backlinks", "bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "fill_missing", b"fill_missing", "filters", b"filters", "link_head", b"link_head", "link_seeds", b"link_seeds", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
