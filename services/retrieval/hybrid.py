@@ -271,24 +271,25 @@ class HybridRetriever:
         A seed whose title the query spells out is not followed (every page retrieved for that name
         mentions it). Per seed, one BM25 search for its name's words (counted twice) and the query's
         words reads ``BACKLINK_POOL`` chunks; only those spelling the name are kept. Bounded: at most
-        ``link_seeds`` searches, then one BM25 scoring of the kept chunks."""
+        ``link_seeds`` searches, one read of their chunks, then one BM25 scoring of the kept ones."""
         if params.backlinks <= 0:
             return []
         asked = spelled(query)
-        found: dict[int, Chunk] = {}
-        followed: set[str] = set()
+        pools: dict[str, tuple[Chunk, list[int]]] = {}  # name -> (its seed, chunks read for it)
         for seed in seeds:
             key = name_key(seed.title)
-            if key is None or key in followed or names(asked, seed.title):
+            if key is None or key in pools or names(asked, seed.title):
                 continue
-            followed.add(key)
             pool = self.index.bm25(f"{key} {key} {query}", principal, BACKLINK_POOL, filters=params.filters)
-            got = self.index.chunks([cid for cid, _ in pool if cid not in found])
-            for cid, _ in pool:
-                c = got.get(cid)
-                if c is not None and c.doc_id != seed.doc_id and names(spelled(c.text), seed.title):
-                    found[cid] = c
-        found = {cid: c for cid, c in found.items() if c.doc_id not in skip}
+            pools[key] = (seed, [cid for cid, _ in pool])
+        got = self.index.chunks(list(dict.fromkeys(cid for _, cids in pools.values() for cid in cids)))
+        spelt = {cid: spelled(c.text) for cid, c in got.items() if c.doc_id not in skip}
+        found = {
+            cid: got[cid]
+            for seed, cids in pools.values()
+            for cid in cids
+            if cid in spelt and got[cid].doc_id != seed.doc_id and names(spelt[cid], seed.title)
+        }
         if not found:
             return []
         scored = dict(
