@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 from pydantic_core import PydanticCustomError
 
-from services.common.settings import MAX_LINK_SEEDS
+from services.common.settings import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
 from services.common.verdicts import Judgement, Verdict
 from services.ingest.service import IngestResult
@@ -61,6 +61,13 @@ class FusionOptions(Strict):
         ge=0,
         le=MAX_LINK_SEEDS,
         description="Pages the top N fused results name by title join the reranked head (0 = off)",
+    )
+    backlinks: int | None = Field(
+        default=None,
+        strict=True,
+        ge=0,
+        le=MAX_BACKLINKS,
+        description="With link_seeds: at most this many pages that name a seed join the head (0 = off)",
     )
     bounds: dict[str, BoundsIn] | None = Field(
         default=None, description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}'

@@ -89,6 +89,7 @@ class PipelineService:
             candidates=f.candidates if f else None,
             fill_missing=f.fill_missing if f else None,
             link_seeds=f.link_seeds if f else None,
+            backlinks=f.backlinks if f else None,
             bounds={k: Bounds(v.low, v.high) for k, v in f.bounds.items()} if f and f.bounds else None,
             filters=body.filters,
         )

@@ -48,7 +48,7 @@ PATHS: list[dict[str, Any]] = [
     {"fusion": {"method": "minmax"}},
     {"fusion": {"method": "zscore", "fill_missing": False}},
     {"fusion": {"method": "rrf"}},
-    {"fusion": {"link_seeds": 20}},  # pages named by the top results: readable ones only
+    {"fusion": {"link_seeds": 20, "backlinks": 10}},  # pages named by / naming the top: readable ones only
     {"fusion": {"method": "minmax", "candidates": 5, "bounds": {"dense": {"low": 0, "high": 1}}}},
     {"filters": {"metadata": {"kind": "memo"}}},
     {"factcheck": {"enabled": False}, "rerank": {"enabled": False}},

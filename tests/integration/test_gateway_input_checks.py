@@ -139,6 +139,7 @@ def test_negative_weight_is_refused_by_the_grpc_wire() -> None:
         ("/v1/answer", {"top_k": True}, "body.top_k"),
         ("/v1/search", {"fusion": {"candidates": True}}, "body.fusion.candidates"),
         ("/v1/search", {"fusion": {"rrf_k": True}}, "body.fusion.rrf_k"),
+        ("/v1/search", {"fusion": {"backlinks": True}}, "body.fusion.backlinks"),
         ("/v1/search", {"rerank": {"depth": True}}, "body.rerank.depth"),
         ("/v1/search", {"factcheck": {"depth": True}}, "body.factcheck.depth"),
         ("/v1/search", {"factcheck": {"min_keep": False}}, "body.factcheck.min_keep"),
@@ -162,6 +163,27 @@ def test_plain_integers_are_still_accepted(api: tuple[TestClient, dict[str, str]
     )
     assert r.status_code == 200, r.text
     assert len(r.json()["results"]) <= 2
+
+
+@pytest.mark.parametrize(("field", "value"), [("link_seeds", 21), ("backlinks", 11), ("backlinks", -1)])
+def test_link_counts_out_of_range_are_400(
+    api: tuple[TestClient, dict[str, str]], field: str, value: int
+) -> None:
+    client, headers = api
+    r = client.post("/v1/search", json={"query": "leave", "fusion": {field: value}}, headers=headers)
+    body = error(r, 400)
+    assert body["details"]["errors"][0]["field"] == f"body.fusion.{field}"
+
+
+def test_backlinks_per_request_are_served(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, headers = api
+    for backlinks in (0, 10):
+        r = client.post(
+            "/v1/search",
+            json={"query": "leave", "fusion": {"link_seeds": 3, "backlinks": backlinks}},
+            headers=headers,
+        )
+        assert r.status_code == 200, r.text
 
 
 # ---- 4. wrong method ------------------------------------------------------------------------------
