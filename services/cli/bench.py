@@ -76,9 +76,20 @@ def bench_rerank(
     triton_instances: Annotated[
         int, typer.Option(min=1, max=16, help="Triton model instances (instance_group count)")
     ] = 1,
-    triton_threads: Annotated[
-        int, typer.Option(min=0, max=64, help="onnxruntime threads per Triton instance; 0 = all cores")
-    ] = 0,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=64,
+            help="onnxruntime threads per call, both backends; 0 = all cores (default: rerank.threads)",
+        ),
+    ] = None,
+    parallel: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=64, help="onnxruntime calls at once, both backends (default: rerank.parallel)"
+        ),
+    ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON here")] = None,
 ) -> None:
     """pairs/s and p50/p95 per call: PyTorch vs ONNX fp32 vs int8 in-process, and Triton (gRPC) vs in-process."""
@@ -95,6 +106,10 @@ def bench_rerank(
     settings = load_settings()
     model_dir = settings.reranker_model_dir()
     sizes = [int(b) for b in split_csv(batches)]
+    # in-process and Triton run the same scoring code with the same thread layout: the ratio compares
+    # the serving paths, not two layouts
+    threads = settings.rerank.threads if threads is None else threads
+    parallel = settings.rerank.parallel if parallel is None else parallel
     try:
         manifest = load_manifest(model_dir)
         backends: dict[str, ScoreFn] = {}
@@ -103,7 +118,7 @@ def bench_rerank(
         for variant in ("fp32", "int8"):
             if variant in manifest["variants"]:
                 backends[f"onnx-{variant}"] = OnnxReranker.from_dir(
-                    model_dir, variant=variant, max_length=tokens
+                    model_dir, variant=variant, max_length=tokens, threads=threads, parallel=parallel
                 ).score
         concurrency: dict[str, tuple[int, ...]] = {name: (1,) for name in backends}
         local = f"onnx-{settings.rerank.variant}"
@@ -117,7 +132,8 @@ def bench_rerank(
                     variant=settings.rerank.variant,
                     max_length=tokens,
                     instances=triton_instances,
-                    threads=triton_threads,
+                    threads=threads,
+                    parallel=parallel,
                 )
                 server = TritonServer(
                     venv=settings.rerank.triton.venv,
@@ -163,6 +179,7 @@ def bench_rerank(
     for r in ratio_rows:
         console.print(
             f"triton/{local} throughput at batch {r['batch']}, concurrency {r['concurrency']}: {r['ratio']}"
+            f" (median of the rounds' ratios: {r['paired_ratio']})"
         )
     if json_out:
         record = {

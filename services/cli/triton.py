@@ -22,8 +22,15 @@ def triton_repo(
     ),
     instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count)")] = 1,
     threads: Annotated[
-        int, typer.Option(min=0, max=64, help="onnxruntime threads per instance; 0 = all cores")
-    ] = 0,
+        int | None,
+        typer.Option(
+            min=0, max=64, help="onnxruntime threads per call; 0 = all cores (default: rerank.threads)"
+        ),
+    ] = None,
+    parallel: Annotated[
+        int | None,
+        typer.Option(min=0, max=64, help="onnxruntime calls at once per instance (default: rerank.parallel)"),
+    ] = None,
     gpu: Annotated[bool, typer.Option(help="KIND_GPU instances (onnxruntime CUDA provider)")] = False,
     max_length: Annotated[int | None, typer.Option(min=16, max=512, help="Default: the model's")] = None,
 ) -> None:
@@ -38,7 +45,8 @@ def triton_repo(
             variant=settings.rerank.variant,
             max_length=max_length or settings.rerank.max_length,
             instances=instances,
-            threads=threads,
+            threads=settings.rerank.threads if threads is None else threads,
+            parallel=settings.rerank.parallel if parallel is None else parallel,
             kind="KIND_GPU" if gpu else "KIND_CPU",
         )
     except RampartError as exc:
@@ -53,8 +61,15 @@ def triton_serve(
     metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port")] = 8002,
     instances: Annotated[int, typer.Option(min=1, help="Model instances")] = 1,
     threads: Annotated[
-        int, typer.Option(min=0, max=64, help="onnxruntime threads per instance; 0 = all cores")
-    ] = 0,
+        int | None,
+        typer.Option(
+            min=0, max=64, help="onnxruntime threads per call; 0 = all cores (default: rerank.threads)"
+        ),
+    ] = None,
+    parallel: Annotated[
+        int | None,
+        typer.Option(min=0, max=64, help="onnxruntime calls at once per instance (default: rerank.parallel)"),
+    ] = None,
 ) -> None:
     """Run tritonserver on 127.0.0.1 with the project's repository until interrupted (needs `make triton`)."""
     from services.rerank.triton_repository import materialize
@@ -69,7 +84,8 @@ def triton_serve(
             variant=settings.rerank.variant,
             max_length=settings.rerank.max_length,
             instances=instances,
-            threads=threads,
+            threads=settings.rerank.threads if threads is None else threads,
+            parallel=settings.rerank.parallel if parallel is None else parallel,
         )
     except RampartError as exc:
         raise fail(exc) from exc

@@ -161,7 +161,19 @@ class RerankSettings(BaseModel):
         description="Pairs per onnxruntime call. 1 keeps int8 scores independent of batch company (dynamic "
         "int8 quantises activations per batch, padding included) at no CPU cost (measured); raise for fp32/GPU",
     )
-    threads: int = Field(default=0, ge=0, description="onnxruntime intra-op threads; 0 = all cores")
+    threads: int = Field(
+        default=1,
+        ge=0,
+        description="onnxruntime threads per call; 0 = all cores in one call. 1 with `parallel` 0 runs one "
+        "single-thread call per core side by side: steadier on CPU than one call on all cores (measured)",
+    )
+    parallel: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="onnxruntime calls at once per process; 0 = as many `threads`-thread calls as the cores "
+        "hold (1 when threads is 0); always 1 on a GPU",
+    )
     cache_size: int = Field(
         default=50_000, ge=0, description="Cached scores by (model, query, chunk); 0 = off"
     )

@@ -8,6 +8,7 @@ fp32 and int8 in-process, and Triton over gRPC (python backend, same ONNX file) 
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -63,16 +64,18 @@ def measure_group(
     min_pairs: int = 64,
     warmup: int = 1,
     rounds: int = 4,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """pairs/s and p50/p95 per call of ``batch`` pairs for each backend at one batch and concurrency.
 
     The backends take turns in ``rounds`` rounds (the order rotating each round) rather than one after
     the other: a shared machine's speed drifts by tens of percent over a minute, and a ratio of two
-    backends measured a minute apart measured the drift as much as the backends.
+    backends measured a minute apart measured the drift as much as the backends. Every round keeps
+    each backend's own pairs/s (``round_pairs_per_s``) so :func:`ratios` can also pair backends round
+    by round, the closest in time two measurements get.
     """
     passages = bench_passages(batch, tokens)
-    calls = max(concurrency * 2, -(-min_pairs // batch))
-    rounds = max(1, min(rounds, calls // concurrency))
+    rounds = max(1, rounds)
+    calls = max(concurrency * max(2, rounds), -(-min_pairs // batch))  # every round fills the pool
     per_round = -(-calls // rounds)
     names = list(scores)
     for name in names:
@@ -81,6 +84,7 @@ def measure_group(
     latencies: dict[str, list[float]] = {name: [] for name in names}
     wall = dict.fromkeys(names, 0.0)
     done = dict.fromkeys(names, 0)
+    per_round_rate: dict[str, list[float]] = {name: [] for name in names}
 
     def one(name: str) -> None:
         t0 = time.perf_counter()
@@ -96,14 +100,17 @@ def measure_group(
                         one(name)
                 else:
                     list(pool.map(one, [name] * per_round))
-                wall[name] += time.perf_counter() - t0
+                took = time.perf_counter() - t0
+                wall[name] += took
                 done[name] += per_round
+                per_round_rate[name].append(round(per_round * batch / took, 1))
     return {
         name: {
             "pairs_per_s": round(done[name] * batch / wall[name], 1),
             "p50_ms": round(latency_ms_p50(latencies[name]), 1),
             "p95_ms": round(latency_ms_p95(latencies[name]), 1),
             "calls": float(done[name]),
+            "round_pairs_per_s": per_round_rate[name],
         }
         for name in names
     }
@@ -117,7 +124,7 @@ def measure(
     concurrency: int = 1,
     min_pairs: int = 64,
     warmup: int = 1,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """:func:`measure_group` for one backend (``rampart bench contradiction``)."""
     return measure_group(
         {"one": score},
@@ -147,7 +154,7 @@ def run_rerank_bench(
         for name in backends:
             for c in conc.get(name, (1,)):
                 groups.setdefault((b, c), []).append(name)
-    found: dict[tuple[str, int, int], dict[str, float]] = {}
+    found: dict[tuple[str, int, int], dict[str, Any]] = {}
     for i, ((b, c), names) in enumerate(groups.items(), start=1):
         figures = measure_group(
             {n: backends[n] for n in names}, batch=b, tokens=tokens, concurrency=c, min_pairs=min_pairs
@@ -165,13 +172,22 @@ def run_rerank_bench(
 
 
 def ratios(rows: list[dict[str, Any]], remote: str, local: str) -> list[dict[str, Any]]:
-    """Remote/in-process throughput at equal batch and concurrency."""
+    """Remote/in-process throughput at equal batch and concurrency: ``ratio`` over the whole run and
+    ``paired_ratio``, the median of the rounds' ratios (each round's two backends ran back to back, so a
+    slow minute of the machine falls on both sides of one round's ratio, not on one backend's total)."""
     index = {(r["backend"], r["batch"], r["concurrency"]): r for r in rows}
     out = []
     for (name, b, c), r in index.items():
         base = index.get((local, b, c))
         if name == remote and base:
+            pairs = zip(r.get("round_pairs_per_s", []), base.get("round_pairs_per_s", []), strict=False)
+            per_round = [x / y for x, y in pairs if y > 0]
             out.append(
-                {"batch": b, "concurrency": c, "ratio": round(r["pairs_per_s"] / base["pairs_per_s"], 3)}
+                {
+                    "batch": b,
+                    "concurrency": c,
+                    "ratio": round(r["pairs_per_s"] / base["pairs_per_s"], 3),
+                    "paired_ratio": round(statistics.median(per_round), 3) if per_round else None,
+                }
             )
     return out

@@ -56,7 +56,8 @@ class OnnxReranker:
         variant: str = "int8",
         max_length: int | None = None,
         batch_size: int = 1,
-        threads: int = 0,
+        threads: int = 1,
+        parallel: int = 0,
         providers: Sequence[str] = ("CPUExecutionProvider",),
     ) -> OnnxReranker:
         path = Path(path)
@@ -79,6 +80,7 @@ class OnnxReranker:
                 max_length=length,
                 batch_size=batch_size,
                 threads=threads,
+                parallel=parallel,
                 providers=providers,
             )
         except Exception as exc:  # onnxruntime/tokenizers raise untyped errors on bad files
@@ -109,7 +111,7 @@ class OnnxReranker:
         self._scorer.score("ready", ["ready"])
 
     def close(self) -> None:
-        return None
+        self._scorer.close()
 
     def __repr__(self) -> str:
         return f"OnnxReranker(model_id={self._model_id!r})"

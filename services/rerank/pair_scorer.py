@@ -14,11 +14,19 @@ with the company it is batched in (by up to ~0.9 measured); ``batch_size=1`` (th
 makes scores batch-invariant, which the score cache relies on, and costs nothing on CPU. Encodings are length-sorted and
 batched so padding stays small, and batches are capped in padded tokens so one call with thousands of
 pairs never allocates more than a normal batch does.
+
+On CPU the batches run *side by side*, one onnxruntime thread each, one call per core (``parallel``):
+measured on the 2-core machine, two single-thread calls at a time scored 51-58 pairs/s in every run,
+where one call with two intra-op threads swung between 33 and 55 (its threads wait on each other at
+every operator, and a core the machine lends elsewhere for a moment stalls both). Scores do not change:
+each call is one batch, as before.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -89,14 +97,39 @@ def length_batches(
     return batches
 
 
+def cpu_cores() -> int:
+    """Cores this process may run on (its affinity, which containers and ``taskset`` narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def side_by_side(threads: int, parallel: int, cores: int | None = None) -> int:
+    """onnxruntime calls to run at once: ``parallel`` if set (> 0), else as many ``threads``-thread
+    calls as the cores hold, else (``threads`` 0 = all cores per call) one."""
+    if parallel > 0:
+        return parallel
+    if threads <= 0:
+        return 1
+    return max(1, (cores or cpu_cores()) // threads)
+
+
 class PairScorer:
     """A loaded cross-encoder: ``score(query, passages)`` returns one relevance logit per passage."""
 
-    def __init__(self, session: Any, tokenizer: Tokenizer, *, max_length: int, batch_size: int) -> None:
+    def __init__(
+        self, session: Any, tokenizer: Tokenizer, *, max_length: int, batch_size: int, parallel: int = 1
+    ) -> None:
+        if parallel < 1:
+            raise ValueError(f"parallel must be >= 1 onnxruntime call at a time, got {parallel}")
         self.session = session
         self.tokenizer = configure_tokenizer(tokenizer, max_length)
         self.max_length = max_length
         self.batch_size = batch_size
+        self.parallel = parallel
+        # shared by every caller: N callers at once still run ``parallel`` onnxruntime calls, not N x it
+        self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="pair-scorer") if parallel > 1 else None
         self._inputs = {i.name for i in session.get_inputs()}
         output = session.get_outputs()[0]
         self._output = output.name
@@ -113,9 +146,12 @@ class PairScorer:
         max_length: int,
         batch_size: int = 32,
         threads: int = 0,
+        parallel: int = 1,
         providers: Sequence[str] = ("CPUExecutionProvider",),
     ) -> PairScorer:
-        """Open an ONNX file and its ``tokenizer.json``; ``threads`` 0 = all cores."""
+        """Open an ONNX file and its ``tokenizer.json``; ``threads`` per onnxruntime call (0 = all
+        cores), ``parallel`` calls at once (0 = :func:`side_by_side`; always 1 on a GPU provider, where
+        one larger batch is the way to fill the device)."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -128,7 +164,20 @@ class PairScorer:
         available = set(ort.get_available_providers())
         chosen = [p for p in providers if p in available] or ["CPUExecutionProvider"]
         session = ort.InferenceSession(model_path, sess_options=options, providers=chosen)
-        return cls(session, Tokenizer.from_file(tokenizer_path), max_length=max_length, batch_size=batch_size)
+        calls = side_by_side(threads, parallel) if chosen[0] == "CPUExecutionProvider" else 1
+        return cls(
+            session,
+            Tokenizer.from_file(tokenizer_path),
+            max_length=max_length,
+            batch_size=batch_size,
+            parallel=calls,
+        )
+
+    def close(self) -> None:
+        """Stop the pool's threads; later calls still score, one batch after another."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """float32 logits, one per passage, in input order (higher = more relevant)."""
@@ -147,9 +196,16 @@ class PairScorer:
         cut = self.max_length * MAX_CHARS_PER_TOKEN
         cleaned = [(clean_text(a[:cut]), clean_text(b[:cut])) for a, b in pairs]
         encodings = list(self.tokenizer.encode_batch(cleaned, add_special_tokens=True))
-        for batch in length_batches([len(e.ids) for e in encodings], self.batch_size):
+        batches = length_batches([len(e.ids) for e in encodings], self.batch_size)
+
+        def run(batch: list[int]) -> np.ndarray:
             feeds = pad_batch([encodings[i] for i in batch])
             feeds = {k: v for k, v in feeds.items() if k in self._inputs}
             logits = self.session.run([self._output], feeds)[0]
-            out[batch] = np.asarray(logits, dtype=np.float32).reshape(len(batch), -1)[:, : self.outputs]
+            return np.asarray(logits, dtype=np.float32).reshape(len(batch), -1)[:, : self.outputs]
+
+        # onnxruntime releases the GIL in run(), so the pool's calls overlap on the cores
+        results = self._pool.map(run, batches) if self._pool and len(batches) > 1 else map(run, batches)
+        for batch, logits in zip(batches, results, strict=True):
+            out[batch] = logits
         return out

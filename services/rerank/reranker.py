@@ -78,4 +78,5 @@ def build_reranker(settings: RampartSettings) -> Reranker | None:
         max_length=r.max_length,
         batch_size=r.batch_size,
         threads=r.threads,
+        parallel=r.parallel,
     )

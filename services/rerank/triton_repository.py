@@ -43,7 +43,8 @@ def materialize(
     max_length: int | None = None,
     instances: int = 1,
     kind: str = "KIND_CPU",
-    threads: int = 0,
+    threads: int = 1,
+    parallel: int = 0,
     batch_size: int = 1,
 ) -> Path:
     """Write the repository to ``out`` (replacing it) and return ``out``."""
@@ -74,6 +75,7 @@ def materialize(
             "VARIANT": variant,
             "MAX_LENGTH": str(length),
             "THREADS": str(threads),
+            "PARALLEL": str(parallel),
             "BATCH_SIZE": str(batch_size),
             "INSTANCE_COUNT": str(instances),
             "INSTANCE_KIND": kind,

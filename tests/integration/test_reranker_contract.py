@@ -100,6 +100,31 @@ def test_bad_input_is_a_clear_error(impl: Reranker, query: str, passages: object
     assert info.value.code is ErrorCode.INVALID_ARGUMENT
 
 
+def test_side_by_side_calls_score_exactly_as_one_at_a_time(models_dir: Path) -> None:
+    """Batches run in parallel single-thread calls give the very scores of one call after another, also
+    with several callers sharing the scorer's pool (the score cache keys on (model, query, chunk))."""
+    passages = [p * n for n in (1, 3, 9) for p in PASSAGES]  # mixed lengths: several length batches
+    one = OnnxReranker.from_dir(models_dir / "reranker", threads=1, parallel=1)
+    many = OnnxReranker.from_dir(models_dir / "reranker", threads=1, parallel=3)
+    try:
+        expected = one.score("capital of France", passages)
+        assert many.score("capital of France", passages) == expected
+        got: list[list[float]] = []
+        callers = [
+            threading.Thread(target=lambda: got.append(many.score("capital of France", passages)))
+            for _ in range(4)
+        ]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join(timeout=120)
+        assert got == [expected] * 4
+    finally:
+        one.close()
+        many.close()
+    assert many.score("capital of France", passages[:2]) == expected[:2]  # closed: still scores, in turn
+
+
 def test_onnx_reports_missing_model_and_variant(tmp_path: Path, models_dir: Path) -> None:
     with pytest.raises(RampartError, match="rampart models build") as info:
         OnnxReranker.from_dir(tmp_path)

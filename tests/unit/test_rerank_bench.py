@@ -41,6 +41,45 @@ def test_backends_take_turns_and_are_timed() -> None:
     assert switches >= 4
     assert figures["fast"]["pairs_per_s"] > 1.5 * figures["slow"]["pairs_per_s"]
     assert figures["slow"]["p50_ms"] >= 4.0
+    assert len(figures["fast"]["round_pairs_per_s"]) == len(figures["slow"]["round_pairs_per_s"]) == 4
+
+
+def test_every_round_fills_the_pool_at_high_concurrency() -> None:
+    """16 callers, 4 rounds: each round runs 16 calls, whatever the minimum pair count."""
+    log: list[str] = []
+    figures = measure_group(
+        {"a": _sleeper(0.0, log, "a"), "b": _sleeper(0.0, log, "b")},
+        batch=32,
+        concurrency=16,
+        min_pairs=64,
+        warmup=0,
+        rounds=4,
+    )
+    assert figures["a"]["calls"] == 64
+    assert len(figures["a"]["round_pairs_per_s"]) == 4
+
+
+def test_paired_ratio_is_the_median_of_round_ratios() -> None:
+    """A slow round that hit one backend's total moves ``ratio``; the rounds' median stays put."""
+    rows = [
+        {
+            "backend": "local",
+            "batch": 8,
+            "concurrency": 16,
+            "pairs_per_s": 50.0,
+            "round_pairs_per_s": [50.0, 50.0, 50.0, 50.0],
+        },
+        {
+            "backend": "remote",
+            "batch": 8,
+            "concurrency": 16,
+            "pairs_per_s": 40.0,
+            "round_pairs_per_s": [49.0, 51.0, 20.0, 50.0],
+        },
+    ]
+    (r,) = ratios(rows, "remote", "local")
+    assert r["ratio"] == 0.8
+    assert r["paired_ratio"] == 0.99
 
 
 def test_rows_cover_every_backend_batch_and_concurrency() -> None:

@@ -15,7 +15,7 @@ from services.evaluation.splits import query_split_of, select_queries
 from services.models.reranker_data import MinedGroup
 from services.models.reranker_export import spearman
 from services.models.reranker_train import epoch_order, sample_group, split_groups
-from services.rerank.pair_scorer import length_batches
+from services.rerank.pair_scorer import length_batches, side_by_side
 
 pytestmark = pytest.mark.unit
 
@@ -102,3 +102,19 @@ def test_pipeline_specs_with_rerank() -> None:
     assert PipelineSpec.parse("hybrid-rrf", s).rerank is None
     with pytest.raises(RampartError, match=r"\+rerank"):
         PipelineSpec.parse("bm25+magic", s)
+
+
+@pytest.mark.parametrize(
+    ("threads", "parallel", "cores", "calls"),
+    [
+        (1, 0, 2, 2),  # the default: one single-thread call per core
+        (1, 0, 8, 8),
+        (2, 0, 8, 4),
+        (3, 0, 2, 1),  # more threads per call than cores: still one call
+        (0, 0, 8, 1),  # all cores in one call
+        (0, 3, 8, 3),  # explicit
+        (1, 5, 2, 5),
+    ],
+)
+def test_side_by_side_calls(threads: int, parallel: int, cores: int, calls: int) -> None:
+    assert side_by_side(threads, parallel, cores) == calls

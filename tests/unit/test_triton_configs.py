@@ -20,7 +20,8 @@ FILLED = {
     "@MODEL_ID@": "m@abc:int8",
     "@VARIANT@": "int8",
     "@MAX_LENGTH@": "160",
-    "@THREADS@": "0",
+    "@THREADS@": "1",
+    "@PARALLEL@": "0",
     "@BATCH_SIZE@": "32",
     "@INSTANCE_COUNT@": "2",
     "@INSTANCE_KIND@": "KIND_CPU",
@@ -49,6 +50,7 @@ def test_cpu_template_parses_with_dynamic_batching() -> None:
     assert list(cfg.version_policy.specific.versions) == [1]
     assert interface(cfg) == ({"QUERY", "PASSAGE"}, {"SCORE"})
     assert cfg.parameters["model_id"].string_value == "m@abc:int8"
+    assert cfg.parameters["threads"].string_value == "1" and cfg.parameters["parallel"].string_value == "0"
 
 
 @pytest.mark.parametrize("path", sorted(GPU.glob("*/config.pbtxt")), ids=lambda p: p.parent.name)

@@ -42,6 +42,7 @@ class TritonPythonModel:
             max_length=max_length,
             batch_size=int(params.get("batch_size") or 32),
             threads=int(params.get("threads") or 0),
+            parallel=int(params.get("parallel") or 0),
             providers=providers,
         )
 
@@ -75,4 +76,6 @@ class TritonPythonModel:
         return responses
 
     def finalize(self):
+        if self.scorer is not None:
+            self.scorer.close()
         self.scorer = None
