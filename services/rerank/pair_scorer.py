@@ -129,7 +129,9 @@ class PairScorer:
         self.batch_size = batch_size
         self.parallel = parallel
         # shared by every caller: N callers at once still run ``parallel`` onnxruntime calls, not N x it
-        self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="pair-scorer") if parallel > 1 else None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._closed = False
         self._inputs = {i.name for i in session.get_inputs()}
         output = session.get_outputs()[0]
         self._output = output.name
@@ -173,10 +175,21 @@ class PairScorer:
             parallel=calls,
         )
 
+    def _executor(self) -> ThreadPoolExecutor | None:
+        """The pool, made on first use in this process: a forked child (a prefork worker) inherits the
+        parent's pool object but not its threads, and work handed to it would never run."""
+        if self.parallel < 2 or self._closed:
+            return None
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="pair-scorer")
+            self._pool_pid = os.getpid()
+        return self._pool
+
     def close(self) -> None:
         """Stop the pool's threads; later calls still score, one batch after another."""
+        self._closed = True
         pool, self._pool = self._pool, None
-        if pool is not None:
+        if pool is not None and self._pool_pid == os.getpid():
             pool.shutdown(wait=True)
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
@@ -205,7 +218,8 @@ class PairScorer:
             return np.asarray(logits, dtype=np.float32).reshape(len(batch), -1)[:, : self.outputs]
 
         # onnxruntime releases the GIL in run(), so the pool's calls overlap on the cores
-        results = self._pool.map(run, batches) if self._pool and len(batches) > 1 else map(run, batches)
+        pool = self._executor() if len(batches) > 1 else None
+        results = pool.map(run, batches) if pool is not None else map(run, batches)
         for batch, logits in zip(batches, results, strict=True):
             out[batch] = logits
         return out

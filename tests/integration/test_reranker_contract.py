@@ -4,10 +4,12 @@ tritonserver (python backend) serving the same shipped model over gRPC."""
 from __future__ import annotations
 
 import math
+import multiprocessing
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,6 +125,33 @@ def test_side_by_side_calls_score_exactly_as_one_at_a_time(models_dir: Path) -> 
         one.close()
         many.close()
     assert many.score("capital of France", passages[:2]) == expected[:2]  # closed: still scores, in turn
+
+
+def _score_in_child(reranker: OnnxReranker, passages: list[str], out: Any) -> None:
+    out.send(reranker.score("capital of France", passages))
+
+
+def test_side_by_side_scorer_works_in_a_forked_child(models_dir: Path) -> None:
+    """A prefork child inherits the scorer but not its pool's threads: it must make its own, not hang."""
+    passages = [p * n for n in (1, 3) for p in PASSAGES]
+    many = OnnxReranker.from_dir(models_dir / "reranker", threads=1, parallel=2)
+    try:
+        expected = many.score("capital of France", passages)  # the parent's pool now has threads
+        ctx = multiprocessing.get_context("fork")
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_score_in_child, args=(many, passages, send))
+        child.start()
+        try:
+            assert receive.poll(120), "the forked child did not score within 120 s"
+            assert receive.recv() == expected
+            child.join(30)
+            assert child.exitcode == 0
+        finally:
+            if child.is_alive():
+                child.kill()
+                child.join(10)
+    finally:
+        many.close()
 
 
 def test_onnx_reports_missing_model_and_variant(tmp_path: Path, models_dir: Path) -> None:
