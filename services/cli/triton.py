@@ -14,6 +14,16 @@ from services.common.errors import RampartError
 
 triton_app = typer.Typer(help="NVIDIA Triton: model repository and a local server.", no_args_is_help=True)
 
+# the thread layout of the scorer inside each instance (docs/reranking.md, "Cost on CPU")
+Threads = Annotated[
+    int | None,
+    typer.Option(min=0, max=64, help="onnxruntime threads per call; 0 = all cores (default: rerank.threads)"),
+]
+Parallel = Annotated[
+    int | None,
+    typer.Option(min=0, max=64, help="onnxruntime calls at once per instance (default: rerank.parallel)"),
+]
+
 
 @triton_app.command("repo")
 def triton_repo(
@@ -21,16 +31,8 @@ def triton_repo(
         ".rampart/triton/repository"
     ),
     instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count)")] = 1,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            min=0, max=64, help="onnxruntime threads per call; 0 = all cores (default: rerank.threads)"
-        ),
-    ] = None,
-    parallel: Annotated[
-        int | None,
-        typer.Option(min=0, max=64, help="onnxruntime calls at once per instance (default: rerank.parallel)"),
-    ] = None,
+    threads: Threads = None,
+    parallel: Parallel = None,
     gpu: Annotated[bool, typer.Option(help="KIND_GPU instances (onnxruntime CUDA provider)")] = False,
     max_length: Annotated[int | None, typer.Option(min=16, max=512, help="Default: the model's")] = None,
 ) -> None:
@@ -60,16 +62,8 @@ def triton_serve(
     http_port: Annotated[int, typer.Option(help="HTTP port (health: /v2/health/ready)")] = 8000,
     metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port")] = 8002,
     instances: Annotated[int, typer.Option(min=1, help="Model instances")] = 1,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            min=0, max=64, help="onnxruntime threads per call; 0 = all cores (default: rerank.threads)"
-        ),
-    ] = None,
-    parallel: Annotated[
-        int | None,
-        typer.Option(min=0, max=64, help="onnxruntime calls at once per instance (default: rerank.parallel)"),
-    ] = None,
+    threads: Threads = None,
+    parallel: Parallel = None,
 ) -> None:
     """Run tritonserver on 127.0.0.1 with the project's repository until interrupted (needs `make triton`)."""
     from services.rerank.triton_repository import materialize
