@@ -74,8 +74,9 @@ def bench_rerank(
     ] = True,
     pairs: Annotated[int, typer.Option(min=1, help="At least this many pairs scored per row")] = 64,
     triton_instances: Annotated[
-        int, typer.Option(min=1, max=16, help="Triton model instances (instance_group count)")
-    ] = 1,
+        int | None,
+        typer.Option(min=1, max=16, help="Triton model instances (instance_group count; default 2 on CPU)"),
+    ] = None,
     threads: Annotated[
         int | None,
         typer.Option(

@@ -30,7 +30,10 @@ def triton_repo(
     out_dir: Annotated[Path, typer.Option("--out", help="Repository folder to (re)write")] = Path(
         ".rampart/triton/repository"
     ),
-    instances: Annotated[int, typer.Option(min=1, help="Model instances (instance_group count)")] = 1,
+    instances: Annotated[
+        int | None,
+        typer.Option(min=1, help="Model instances (instance_group count; default 2 on CPU, 1 on GPU)"),
+    ] = None,
     threads: Threads = None,
     parallel: Parallel = None,
     gpu: Annotated[bool, typer.Option(help="KIND_GPU instances (onnxruntime CUDA provider)")] = False,
@@ -61,7 +64,7 @@ def triton_serve(
     grpc_port: Annotated[int, typer.Option(help="gRPC port (rerank.triton.url)")] = 8001,
     http_port: Annotated[int, typer.Option(help="HTTP port (health: /v2/health/ready)")] = 8000,
     metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port")] = 8002,
-    instances: Annotated[int, typer.Option(min=1, help="Model instances")] = 1,
+    instances: Annotated[int | None, typer.Option(min=1, help="Model instances (default 2 on CPU)")] = None,
     threads: Threads = None,
     parallel: Parallel = None,
 ) -> None:

@@ -154,6 +154,19 @@ def test_side_by_side_scorer_works_in_a_forked_child(models_dir: Path) -> None:
         many.close()
 
 
+@pytest.mark.parametrize(("kind", "count"), [("KIND_CPU", 2), ("KIND_GPU", 1)])
+def test_repository_instances_default_per_kind(
+    models_dir: Path, tmp_path: Path, kind: str, count: int
+) -> None:
+    """Two CPU instances (one computes while the other's requests cross the python-backend hop); one
+    per GPU."""
+    from services.rerank.triton_repository import materialize
+
+    repo = materialize(models_dir / "reranker", tmp_path / "repo", kind=kind)
+    config = (repo / "rampart_reranker" / "config.pbtxt").read_text()
+    assert f"instance_group [ {{ count: {count} kind: {kind} }} ]" in config
+
+
 def test_onnx_reports_missing_model_and_variant(tmp_path: Path, models_dir: Path) -> None:
     with pytest.raises(RampartError, match="rampart models build") as info:
         OnnxReranker.from_dir(tmp_path)
