@@ -180,7 +180,8 @@ def ratios(rows: list[dict[str, Any]], remote: str, local: str) -> list[dict[str
     for (name, b, c), r in index.items():
         base = index.get((local, b, c))
         if name == remote and base:
-            pairs = zip(r.get("round_pairs_per_s", []), base.get("round_pairs_per_s", []), strict=False)
+            # the two rows come from one measure_group call: one figure per round each
+            pairs = zip(r["round_pairs_per_s"], base["round_pairs_per_s"], strict=True)
             per_round = [x / y for x, y in pairs if y > 0]
             out.append(
                 {
