@@ -215,7 +215,8 @@ def first_stages(
     topk = _docs(hits[:k])
     degraded = list(outcome.degraded)
     if rerank.enabled:
-        r = rerank.apply(q.query, hits, depth=depth, mode=settings.rerank.mode, weight=settings.rerank.weight)
+        s = settings.rerank
+        r = rerank.apply(q.query, hits, depth=depth, mode=s.mode, weight=s.weight, link_weight=s.link_weight)
         hits = r.hits
         degraded += r.degraded
     trace = Trace(q.attacked, q.relevant, topk=topk, reranked=_docs(hits[:m]), degraded=degraded)

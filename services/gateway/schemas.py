@@ -95,6 +95,12 @@ class RerankOptionsIn(Strict):
         description="residual: logit + learned weight x first-stage; fused: min-max blend; pure: cross-encoder order",
     )
     weight: float | None = Field(default=None, ge=0.0, le=1.0, description="Reranker weight in fused mode")
+    link_weight: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Two-hop lift: pages linked by title to the two best rise to this share of their score (0 = off)",
+    )
 
 
 class FactCheckOptionsIn(Strict):

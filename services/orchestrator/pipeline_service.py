@@ -98,6 +98,7 @@ class PipelineService:
             depth=r.depth if r else None,
             mode=r.mode if r else None,
             weight=r.weight if r else None,
+            link_weight=r.link_weight if r else None,
         )
         factcheck = pipeline.factcheck_options(
             enabled=fc.enabled if fc else None,

@@ -26,6 +26,7 @@ class RerankOptions:
     depth: int
     mode: Mode
     weight: float
+    link_weight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class SearchPipeline:
         depth: int | None = None,
         mode: Mode | None = None,
         weight: float | None = None,
+        link_weight: float | None = None,
     ) -> RerankOptions:
         """Settings' rerank defaults overridden per request; always off when no reranker is configured."""
         d = self.rerank_defaults
@@ -77,6 +79,7 @@ class SearchPipeline:
             depth=depth if depth is not None else d.depth,
             mode=mode or d.mode,
             weight=weight if weight is not None else d.weight,
+            link_weight=link_weight if link_weight is not None else d.link_weight,
         )
 
     def factcheck_options(
@@ -136,10 +139,19 @@ class SearchPipeline:
             if opts.enabled:
                 with stage_span("rampart.rerank", depth=opts.depth, mode=opts.mode) as rr:
                     result = self.rerank.apply(
-                        query, outcome.hits, depth=opts.depth, mode=opts.mode, weight=opts.weight
+                        query,
+                        outcome.hits,
+                        depth=opts.depth,
+                        mode=opts.mode,
+                        weight=opts.weight,
+                        link_weight=opts.link_weight,
                     )
                     rr.set_attributes(
-                        {"rampart.rerank.reranked": result.reranked, "rampart.degraded": result.degraded}
+                        {
+                            "rampart.rerank.reranked": result.reranked,
+                            "rampart.rerank.lifted": result.lifted,
+                            "rampart.degraded": result.degraded,
+                        }
                     )
                 outcome.hits = result.hits
                 outcome.timings_ms["rerank"] = result.ms

@@ -16,6 +16,10 @@ mode (a logit and a min-max score live on different scales; a client, or an eval
 score must get the order the stage chose). Each reranked hit carries its raw logit in
 ``scores["rerank"]``; per-retriever scores are untouched.
 
+With ``link_weight`` > 0, a candidate linked by title to one of the two best is then lifted toward
+that page's score (``link_lift``): the second page of a two-hop question, which a pairwise model
+cannot see is needed.
+
 When the reranker is unavailable, too slow, or fails mid-batch, the fused order is returned unchanged
 with ``"rerank"`` in ``degraded`` — search never fails because reranking did.
 """
@@ -29,6 +33,7 @@ from typing import Literal
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.types import ScoredChunk
+from services.rerank.link_lift import lift_linked
 from services.rerank.reranker import Reranker
 from services.rerank.score_cache import ScoreCache
 
@@ -42,6 +47,7 @@ class RerankResult:
     hits: list[ScoredChunk]
     reranked: int = 0
     cached: int = 0
+    lifted: int = 0
     degraded: list[str] = field(default_factory=list)
     reason: str | None = None
     ms: float = 0.0
@@ -66,7 +72,14 @@ class RerankStage:
         return self.reranker is not None
 
     def apply(
-        self, query: str, hits: list[ScoredChunk], *, depth: int, mode: Mode, weight: float
+        self,
+        query: str,
+        hits: list[ScoredChunk],
+        *,
+        depth: int,
+        mode: Mode,
+        weight: float,
+        link_weight: float = 0.0,
     ) -> RerankResult:
         t0 = time.perf_counter()
         if self.reranker is None or depth <= 0 or not hits:
@@ -104,6 +117,7 @@ class RerankStage:
         else:
             r, f = minmax(logits), minmax([h.fused for h in head])
             final = [weight * a + (1.0 - weight) * b for a, b in zip(r, f, strict=True)]
+        final, lifted = lift_linked(query, head, final, link_weight)
         rescored = [
             h.model_copy(update={"scores": {**h.scores, "rerank": s}, "fused": v})
             for h, s, v in zip(head, logits, final, strict=True)
@@ -113,6 +127,7 @@ class RerankStage:
             [rescored[i] for i in order] + _below(tail, min(final)),
             reranked=len(head),
             cached=len(head) - len(todo),
+            lifted=lifted,
             ms=(time.perf_counter() - t0) * 1000,
         )
 

@@ -67,10 +67,55 @@ def test_rerank_options_per_request(api: tuple[TestClient, dict[str, str]]) -> N
     assert pure["candidates"]["reranked"] == 2
     logits = [r["scores"]["rerank"] for r in pure["results"][:2]]
     assert logits == sorted(logits, reverse=True)  # pure mode: cross-encoder order
-    for bad in ({"depth": 0}, {"depth": 10_000}, {"mode": "magic"}, {"weight": 2}, {"surprise": 1}):
+    for bad in (
+        {"depth": 0},
+        {"depth": 10_000},
+        {"mode": "magic"},
+        {"weight": 2},
+        {"surprise": 1},
+        {"link_weight": 1.5},
+    ):
         resp = search(client, k["bob"], "vacation days", rerank=bad)
         assert resp.status_code == 400, (bad, resp.text)
         assert resp.json()["code"] == "invalid_argument"
+
+
+TWO_HOP = [
+    {
+        "id": "laptop",
+        "title": "Laptop refresh",
+        "acl": {"groups": ["*"]},
+        "text": "Engineers get a new laptop every three years; order it through Procurement Desk.",
+    },
+    {
+        "id": "desk",
+        "title": "Procurement Desk",
+        "acl": {"groups": ["*"]},
+        "text": "The team answers on the ops channel, weekdays from nine to five.",
+    },
+    {
+        "id": "bags",
+        "title": "Laptop bags",
+        "acl": {"groups": ["*"]},
+        "text": "The office shop sells laptop bags and sleeves for engineers at cost.",
+    },
+]
+
+
+def test_link_weight_lifts_the_page_the_best_one_names(runtime: Runtime, tmp_path: Path) -> None:
+    """The real model reads "how often do engineers get a new laptop" against each page alone: the
+    Procurement Desk page, which the best page names, says nothing about laptops and ranks below the
+    page on laptop bags. Lifted to 0.99 of the way to the best page's score it comes second; the raw
+    logits are the same either way."""
+    client, k = client_for(runtime, tmp_path, TWO_HOP)
+    with client:
+        query = "how often do engineers get a new laptop"
+        plain = search(client, k["bob"], query, rerank={**ON, "link_weight": 0}).json()
+        assert [r["doc_id"] for r in plain["results"][:3]] == ["laptop", "bags", "desk"]
+        lifted = search(client, k["bob"], query, rerank={**ON, "link_weight": 0.99}).json()
+        assert [r["doc_id"] for r in lifted["results"][:3]] == ["laptop", "desk", "bags"]
+        logits = {r["doc_id"]: r["scores"]["rerank"] for r in plain["results"]}
+        assert {r["doc_id"]: r["scores"]["rerank"] for r in lifted["results"]} == logits
 
 
 def test_reranking_never_widens_acls(api: tuple[TestClient, dict[str, str]]) -> None:

@@ -110,6 +110,19 @@ def test_fused_mode_blends_first_stage_score() -> None:
     assert all(0.0 <= h.fused <= 1.0 for h in half.hits)
 
 
+def test_link_weight_lifts_a_page_linked_to_the_best_one() -> None:
+    """d2 shares no word with the query, but the best page names its title ("doc 2"): with the lift on it
+    rises to 0.8 of the best page's score, second; off (the default) it stays last of the head."""
+    linked = [*HITS[:2], hit(2, "office lunch menu", 0.7), hit(3, "remote vpn access guide see doc 2", 0.2)]
+    stage = RerankStage(OverlapReranker())
+    off = stage.apply("remote vpn access guide", linked, depth=4, mode="pure", weight=0.5)
+    assert [h.chunk.doc_id for h in off.hits] == ["d3", "d1", "d0", "d2"] and off.lifted == 0
+    on = stage.apply("remote vpn access guide", linked, depth=4, mode="pure", weight=0.5, link_weight=0.8)
+    assert [h.chunk.doc_id for h in on.hits] == ["d3", "d2", "d1", "d0"] and on.lifted == 1
+    assert on.hits[1].fused == pytest.approx(0.8 * 4.0)  # from the head's lowest (0) toward d3's 4
+    assert on.hits[1].scores["rerank"] == 0.0  # the raw logit is kept; only the order score rose
+
+
 def test_cache_avoids_rescoring_same_pairs() -> None:
     model = OverlapReranker()
     stage = RerankStage(model, ScoreCache(100))
