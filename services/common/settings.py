@@ -124,7 +124,7 @@ class TritonSettings(BaseModel):
 
 class RerankSettings(BaseModel):
     # On by default: blended with the first stage and with the two-hop lift, the shipped model adds
-    # +0.041 nDCG@10 on SciFact test and +0.039 on HotpotQA held-out (both p < 0.001; docs/benchmarks.md)
+    # +0.041 nDCG@10 on SciFact test and +0.043 on HotpotQA held-out (both p < 0.001; docs/benchmarks.md)
     # for ~0.3 s per query on two CPU cores; latency-bound deployments turn it off here or per request.
     enabled: bool = Field(
         default=True,

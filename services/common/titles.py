@@ -10,6 +10,7 @@ South Wales" is not named by "hotel and casino"), on the title without its trail
 
 from __future__ import annotations
 
+import calendar
 import re
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" -> "Kiss and Tell"
@@ -34,6 +35,22 @@ def names(spelled_text: str, title: str) -> bool:
     """Whether ``spelled_text`` (from :func:`spelled`) spells out ``title`` (a raw title)."""
     name = spelled(clean_title(title))
     return len(name.strip()) >= MIN_TITLE_CHARS and name in spelled_text
+
+
+# Calendar words open sentences and fill dates everywhere: a page titled "December (magazine)" is not
+# named by "in December 1990".
+_CALENDAR = frozenset(w for w in (*calendar.month_name, *calendar.day_name) if w)
+
+
+def common_name(title: str, spelled_text: str) -> bool:
+    """Whether ``title``'s name is a common word rather than a name: a number ("1920 (film)"), a month or
+    weekday, or a one-word name that ``spelled_text`` (texts read together, from :func:`spelled`) also
+    uses in lower case ("Hotel (1967 film)" beside "the hotel"). Such a title is "named" by any text
+    that opens a sentence with it or gives a date, so it links nothing."""
+    found = _WORD.findall(clean_title(title))
+    if not found or all(w.isdigit() for w in found):
+        return True
+    return len(found) == 1 and (found[0] in _CALENDAR or f" {found[0].lower()} " in spelled_text)
 
 
 # A title of more words is not looked up (``mentioned_names``): long titles are rarely spelled out whole.

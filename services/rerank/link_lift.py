@@ -10,6 +10,9 @@ from the head's lowest score to that document's score, unless it already scores 
 the page it hangs from, and an unlinked page keeps its score.
 
 A title the query itself spells out does not link: every page retrieved for that name mentions it.
+Nor does a name that is a common word (``titles.common_name``: a number, a month, a one-word title the
+head's texts also use in lower case, like "Hotel (1967 film)"), which would link a page to any text
+that opens a sentence with it or gives a date.
 ``weight`` 0.8 was chosen on the HotpotQA-500 train half (docs/reranking.md, "Two-hop lift"); 0 turns
 it off.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.common.titles import names, spelled
+from services.common.titles import common_name, names, spelled
 from services.common.types import ScoredChunk
 
 LIFT_SEEDS = 2  # documents, best first, whose linked pages are lifted: a two-hop answer needs two
@@ -41,11 +44,15 @@ def lift_linked(
             tops.append(i)
     asked = spelled(query)
     said = [spelled(h.chunk.text) for h in head]
+    everything = " ".join(said)
+    can_link = [not names(asked, h.chunk.title) and not common_name(h.chunk.title, everything) for h in head]
     floor = min(scores)
 
     def linked(a: int, b: int) -> bool:
-        ta, tb = head[a].chunk.title, head[b].chunk.title
-        return (names(said[a], tb) and not names(asked, tb)) or (names(said[b], ta) and not names(asked, ta))
+        """``head[a]`` names ``head[b]``'s title or the other way round, by a title that can link."""
+        return (can_link[b] and names(said[a], head[b].chunk.title)) or (
+            can_link[a] and names(said[b], head[a].chunk.title)
+        )
 
     lifted = 0
     seed_docs = {head[j].chunk.doc_id for j in tops}

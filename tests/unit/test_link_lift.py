@@ -80,3 +80,22 @@ def test_only_the_best_chunk_of_a_document_is_a_seed() -> None:
     head = [HEAD[0], twin, *HEAD[1:]]
     out, _ = lift_linked(QUERY, head, [1.0, 0.95, 0.9, 0.5, 0.1, 0.0], 0.8)
     assert out[5] == pytest.approx(0.72)  # Kurt Cobain, through Nirvana, the second document
+
+
+def test_common_words_and_numbers_are_not_names() -> None:
+    """ "Hotel (1967 film)" is named by any sentence opening with "Hotel"; the head's texts use "hotel"
+    as a word, so it links nothing. A year-titled page ("1920 (film)") links nothing either."""
+    head = [
+        page(
+            "flamingo",
+            "Flamingo Las Vegas",
+            "Hotel guests can see the flamingo habitat; the hotel opened in 1946.",
+        ),
+        page("siegel", "Bugsy Siegel", "Siegel built the Flamingo Las Vegas. In 1920 he met Meyer Lansky."),
+        page("film", "Hotel (1967 film)", "A film about a New Orleans hotel."),
+        page("year", "1920 (film)", "A silent film."),
+        page("lansky", "Meyer Lansky", "Lansky was an American gangster."),
+    ]
+    out, lifted = lift_linked("Who built the casino?", head, [1.0, 0.9, 0.5, 0.4, 0.0], 0.8)
+    assert out[2:4] == [0.5, 0.4]  # not lifted, though "Hotel" and "1920" are spelled by the seeds
+    assert out[4] == pytest.approx(0.72) and lifted == 1  # Meyer Lansky, named by the second seed

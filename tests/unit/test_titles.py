@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.titles import MAX_NAME_WORDS, mentioned_names, name_key, names, spelled
+from services.common.titles import MAX_NAME_WORDS, common_name, mentioned_names, name_key, names, spelled
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,20 @@ def test_mentions_are_bounded_and_in_order() -> None:
     assert all(len(k.split()) <= MAX_NAME_WORDS for k in mentioned_names(" ".join(["Word"] * 50)))
     assert len(mentioned_names(" ".join(f"W{i}" for i in range(10_000)), limit=100)) == 100
     assert mentioned_names("") == [] and mentioned_names("all lower case words") == []
+
+
+@pytest.mark.parametrize(
+    ("title", "common"),
+    [
+        ("1920 (film)", True),  # a number: a year in any text
+        ("December (magazine)", True),  # a month
+        ("Hotel (1967 film)", True),  # the texts say "the hotel"
+        ("Airport", False),  # one word, but the texts never use it in lower case
+        ("Echosmith", False),
+        ("Hotel California", False),  # two words: a name
+        ("Sub Pop", False),
+    ],
+)
+def test_common_name(title: str, common: bool) -> None:
+    texts = spelled("Guests of the hotel met in December 1920. Hotel staff came from Echosmith's town.")
+    assert common_name(title, texts) is common
