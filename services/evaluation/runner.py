@@ -12,7 +12,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from services.common.errors import ErrorCode, RampartError, invalid
@@ -239,6 +239,8 @@ def build_pipeline(
         raise invalid(f"pipeline {spec.name!r} needs a reranker; run `rampart models build`")
     pipeline = SearchPipeline(retriever, settings.fusion, rerank, settings.rerank)
     options = pipeline.rerank_options(enabled=spec.rerank is not None, mode=spec.rerank)
+    if spec.chain_beams is not None:  # as the orchestrator runs the chain: it orders by links itself
+        options = replace(options, link_weight=0.0)
     params = SearchParams.from_settings(
         settings.fusion,
         top_k=CHUNK_DEPTH,
