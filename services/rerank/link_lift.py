@@ -1,5 +1,5 @@
-"""Two-hop lift: a page linked by title to one of the two best reranked pages scores at least ``weight``
-of that page's score.
+"""Two-hop lift: a page linked by title to one of the two best reranked pages rises toward that page's
+score.
 
 A cross-encoder reads one (query, page) pair at a time, so the second page of a two-hop question looks
 unrelated to the question: for "the label of the band that released *Bleach*", the *Sub Pop* page says
@@ -14,7 +14,8 @@ Nor does a name that is a common word (``titles.common_name``: a number, a month
 head's texts also use in lower case, like "Hotel (1967 film)"), which would link a page to any text
 that opens a sentence with it or gives a date.
 ``weight`` 0.8 was chosen on the HotpotQA-500 train half (docs/reranking.md, "Two-hop lift"); 0 turns
-it off.
+it off. A planted page that names a top page rises too, but never above it, and the fact-check reads
+the lifted list after (held-out attack figures unchanged, docs/benchmarks.md).
 """
 
 from __future__ import annotations
