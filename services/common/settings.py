@@ -156,8 +156,8 @@ class RerankSettings(BaseModel):
         default=0.8,
         ge=0.0,
         le=1.0,
-        description="Two-hop lift: a candidate linked by title to one of the two best reranked pages scores "
-        "at least this share of that page's score, from the head's lowest (0 = off; docs/reranking.md)",
+        description="Two-hop lift: a candidate linked by title to one of the two best reranked pages rises "
+        "this share of the way from the head's lowest score to that page's (0 = off; docs/reranking.md)",
     )
     max_length: int | None = Field(
         default=None, ge=16, le=512, description="Tokens per (query, chunk) pair; default: the model's own"

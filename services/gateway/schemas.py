@@ -99,7 +99,7 @@ class RerankOptionsIn(Strict):
         default=None,
         ge=0.0,
         le=1.0,
-        description="Two-hop lift: pages linked by title to the two best rise to this share of their score (0 = off)",
+        description="Two-hop lift: pages linked by title to the two best rise this share of the way to their score (0 = off)",
     )
 
 
