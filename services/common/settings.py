@@ -502,12 +502,9 @@ def _hypa_plans() -> dict[str, RoutePlan]:
             context_k=5, bm25_weight=0.4, dense_weight=0.4, kg_weight=0.2, kg_depth=2, chain_steps=2
         ),
         # High = multi-step questions, searched by the chain. HyPA tunes each row's weights on dev
-        # data; this row's BM25:dense split was tuned on the chain's result, because step 1's ranking
-        # seeds the chain's links and stops and entity-naming questions are found by name (BM25).
-        # Routed all_supporting@2/@5/@10 on the HotpotQA-500 train half, BM25 share 0.43 (HyPA's
-        # 0.3:0.4 without a KG) / 0.5 / 0.6 / 0.7 / 0.8 / 1.0:
-        # .809/.938/.967, .805/.949/.982, .820/.952/.985, .824/.963/.993, .824/.967/.989, .798/.952/.978
-        # (docs/routing.md). The KG's 0.3 share is 0 until a KG retriever exists; retune with one.
+        # data; this row's BM25:dense split was tuned on the routed pipeline's all_supporting (HotpotQA
+        # train half; grid in docs/routing.md), because step 1's ranking seeds the chain's links and
+        # stops. The KG's 0.3 share is 0 until a KG retriever exists; retune with one.
         "high": RoutePlan(context_k=10, bm25_weight=0.7, dense_weight=0.3, kg_weight=0.0, kg_depth=3),
     }
 
