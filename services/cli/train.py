@@ -263,3 +263,110 @@ def train_router_cmd(
     except RampartError as exc:
         raise fail(exc) from exc
     console.print(f"[green]done[/green] {model_dir} (model card: {model_dir / 'MODEL_CARD.md'})")
+
+
+@train_app.command("pairs")
+def train_pairs_cmd(
+    ctx: typer.Context,
+    data: Annotated[
+        Path, typer.Option(help="A BEIR folder with qrels, or a name under RAMPART_EVAL_DATA_DIR")
+    ] = Path("hotpotqa_dev500"),
+    split: Annotated[str, typer.Option(help="qrels split to read")] = "test",
+    query_split: Annotated[
+        str, typer.Option(help="train (default; the held-out half is for evaluation) or all")
+    ] = "train",
+    out_dir: Annotated[Path, typer.Option("--out", help="Where weights.json and MODEL_CARD.md go")] = Path(
+        ".rampart/train/pairs"
+    ),
+    lam: Annotated[float, typer.Option(min=0.0, help="L2 penalty of the fitted model")] = 10.0,
+    cv_lams: Annotated[str, typer.Option(help="Penalties cross-validated for the model card")] = "1,10,30",
+    folds: Annotated[int, typer.Option(min=2, max=20, help="Cross-validation folds")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the fold assignment")] = 13,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Index cache (default <data_dir setting>/eval-cache)")
+    ] = None,
+    model_id: Annotated[str, typer.Option(help="Name recorded in weights.json")] = "rampart-pairs-cl",
+) -> None:
+    """Fit the evidence-pair model on what the routed pipeline verifies for the training questions
+    (docs/chain.md "Evidence pairs"); serve it with RAMPART_CHAIN__PAIR_MODEL_DIR=<out>. About as long
+    as `rampart eval … --pipelines routed` on the same questions (~5 min for HotpotQA's train half)."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+    from typing import Any
+
+    from services.cli.ui import resolve_dataset
+    from services.evaluation.beir import load_beir
+    from services.evaluation.pair_data import collect_examples
+    from services.evaluation.splits import select_queries
+    from services.models.pair_train import (
+        PairTrainConfig,
+        all_supporting,
+        card,
+        cross_validate,
+        featurise,
+        fit_pairs,
+    )
+    from services.orchestrator.pair_order import CARD_FILE
+    from services.rerank.reranker import build_reranker
+    from services.retrieval.embedder import build_embedder
+
+    if query_split not in ("all", "train"):
+        raise typer.BadParameter(f"--query-split {query_split!r}: use train or all (never fit on heldout)")
+    try:
+        lams = tuple(float(x) for x in split_csv(cv_lams))
+    except ValueError:
+        raise typer.BadParameter(f"--cv-lams {cv_lams!r}: write numbers, e.g. 1,10,30") from None
+    settings = load_settings()
+    cfg = PairTrainConfig(lam=lam, folds=folds, seed=seed, cv_lams=lams)
+    try:
+        dataset = load_beir(resolve_dataset(data, settings), split)
+        keep = set(select_queries(dataset.queries, query_split))  # type: ignore[arg-type]
+        dataset = replace(
+            dataset,
+            split=f"{split}/{query_split}",
+            queries={q: t for q, t in dataset.queries.items() if q in keep},
+            qrels={q: r for q, r in dataset.qrels.items() if q in keep},
+        )
+        reranker = build_reranker(settings)
+        if reranker is None:
+            raise typer.BadParameter(
+                "the pair model reads the reranker's scores, but rerank.backend is none; unset "
+                "RAMPART_RERANK__BACKEND"
+            )
+        with progress_bar() as bar:
+            examples, counts = collect_examples(
+                dataset,
+                settings,
+                build_embedder(settings),
+                reranker,
+                cache_dir or settings.data_dir / "eval-cache",
+                progress=task_updater(bar),
+            )
+        rows = featurise(examples)
+        with_pair = sum(r.target is not None for r in rows)
+        if with_pair < folds:
+            raise typer.BadParameter(
+                f"only {with_pair} questions hold both supporting documents in their head; a pair model "
+                f"needs at least {folds} (use a multi-hop set with qrels, e.g. hotpotqa_dev500)"
+            )
+        by_lam = {f"{x:g}": cross_validate(rows, replace(cfg, lam=x)) for x in lams}
+        summary: dict[str, Any] = {
+            "model_id": model_id,
+            "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": invocation(ctx),
+            "dataset": dataset.name,
+            "split": dataset.split,
+            "counts": counts,
+            "examples": len(rows),
+            "with_pair": with_pair,
+            "lam": lam,
+            "cross_validation": {"folds": folds, "served": all_supporting(rows, None), "by_lam": by_lam},
+        }
+        model = fit_pairs(rows, lam)
+        model.save(out_dir, summary)
+        (out_dir / CARD_FILE).write_text(card(model, summary), encoding="utf-8")
+    except RampartError as exc:
+        raise fail(exc) from exc
+    for name, figures in [("as served", summary["cross_validation"]["served"]), *by_lam.items()]:
+        console.print(f"• {name if name == 'as served' else f'lam {name}'}: {figures}")
+    console.print(f"[green]done[/green] {out_dir} (model card: {out_dir / CARD_FILE})")

@@ -8,6 +8,7 @@ from services.orchestrator.answer import ExtractiveAnswerer, LlmAnswerer
 from services.orchestrator.corrective import CorrectiveRetrieval
 from services.orchestrator.grading import RetrievalGrader
 from services.orchestrator.orchestrator import Orchestrator
+from services.orchestrator.pair_order import SHIPPED_PAIRS, PairModel
 from services.orchestrator.refine import KnowledgeRefiner
 from services.orchestrator.rewrite import ConversationalRewriter
 from services.orchestrator.rewrite_query import QueryRewriter
@@ -56,5 +57,8 @@ def build_orchestrator(
         proposer=proposer,
         llm_answerer=LlmAnswerer(ChatClient(llm), settings.answer.max_context_chars)
         if llm is not None
+        else None,
+        pairs=PairModel.load(settings.chain.pair_model_dir or SHIPPED_PAIRS)
+        if settings.chain.pair_order
         else None,
     )

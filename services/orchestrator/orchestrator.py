@@ -22,6 +22,7 @@ from services.orchestrator.corrective import CorrectiveResult, CorrectiveRetriev
 from services.orchestrator.entities import mentions
 from services.orchestrator.fact_graph import FactGraph
 from services.orchestrator.named_titles import LINK_DEPTH
+from services.orchestrator.pair_order import PairModel, doc_heads, order_pairs, question_logits
 from services.orchestrator.plan import Complexity, Grade, QueryType, Route
 from services.orchestrator.rewrite import ConversationalRewriter, Rewrite
 from services.orchestrator.router import QueryRouter
@@ -96,6 +97,7 @@ class Orchestrator:
         corrective: CorrectiveRetrieval | None = None,
         proposer: Proposer | None = None,
         llm_answerer: LlmAnswerer | None = None,
+        pairs: PairModel | None = None,
     ) -> None:
         self.settings = settings
         self.pipeline = pipeline
@@ -106,6 +108,7 @@ class Orchestrator:
         self.corrective = corrective
         self.proposer = proposer
         self.llm_answerer = llm_answerer
+        self.pairs = pairs
 
     # ---- the request ------------------------------------------------------------------------------
     def run(self, ask: Ask, principal: Principal) -> Orchestrated:
@@ -250,6 +253,10 @@ class Orchestrator:
         fc = self.pipeline.factcheck_options()
         if fc.enabled:
             self.pipeline.check(query, outcome, fc, judge=max(fc.depth, ask.top_k))
+        if route.type is QueryType.COMPLEX and self.pairs is not None:
+            t0 = time.perf_counter()
+            outcome.hits = self._order_pairs(query, outcome.hits, self.pairs)
+            timings["pairs"] = _ms(t0)
         outcome.hits = outcome.hits[: max(ask.top_k, plan.context_k)]
         return Orchestrated(
             query=ask.query,
@@ -261,6 +268,17 @@ class Orchestrator:
             chain=chain,
             corrective=corrective,
         )
+
+    def _order_pairs(self, query: str, hits: list[ScoredChunk], model: PairModel) -> list[ScoredChunk]:
+        """The verified head with the pair most likely to answer a two-hop question first
+        (``pair_order``); unchanged when the reranker is off or down (the model reads its scores)."""
+        with stage_span("rampart.pairs") as span:
+            heads = doc_heads(hits)
+            logits = None
+            if self.pipeline.rerank_options().enabled and len(heads) >= 3:
+                logits = question_logits(self.pipeline.rerank, query, hits, heads)
+            span.set_attributes({"documents": len(heads), "ordered": logits is not None})
+            return hits if logits is None else order_pairs(query, hits, logits, model)
 
     def _context(self, query: str, result: Orchestrated, route: Route) -> list[ContextPassage]:
         """The verified context: the plan's ``context_k`` results that passed the fact-check, refined

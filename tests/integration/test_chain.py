@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,6 +19,7 @@ from services.common.types import Acl, Document, Principal
 from services.orchestrator.chain import ChainRetriever
 from services.orchestrator.named_titles import LINK_DEPTH
 from services.orchestrator.orchestrator import Ask
+from services.orchestrator.pair_order import PAIR_FEATURES, PairModel
 from services.orchestrator.plan import QueryType
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.subqueries import HeuristicProposer, LlmProposer
@@ -113,6 +115,31 @@ def test_routed_chain_searches_as_deep_as_its_title_rules_read(
     assert depths and min(depths) >= LINK_DEPTH
     assert set(docs(done.outcome)[:2]) == {"kiss", "temple"}
     assert len(done.outcome.hits) <= max(3, rt.settings.routing.plans[done.route.complexity.value].context_k)
+
+
+def test_routed_complex_question_orders_its_verified_pair_first(
+    rt: Runtime, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orchestrator = rt.orchestrator
+    assert orchestrator.pairs is not None  # on by default, the shipped weights
+    spans.clear()
+    done = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
+    assert done.route.type is QueryType.COMPLEX and "pairs" in done.timings_ms
+    assert set(docs(done.outcome)[:2]) == {"kiss", "temple"}
+    span = next(s for s in spans.get_finished_spans() if s.name == "rampart.pairs")
+    assert dict(span.attributes or {})["ordered"] is True
+
+    # a model that reads only the rank of the pair's worse document keeps the pipeline's order: the
+    # stage reorders by its model, it does not re-sort by anything else
+    n = len(PAIR_FEATURES)
+    rank_only = np.zeros(n)
+    rank_only[PAIR_FEATURES.index("lrank_lo")] = -1.0
+    monkeypatch.setattr(orchestrator, "pairs", PairModel(rank_only, np.zeros(n), np.ones(n)))
+    by_rank = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
+    monkeypatch.setattr(orchestrator, "pairs", None)
+    unordered = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
+    assert "pairs" not in unordered.timings_ms
+    assert docs(by_rank.outcome)[:2] == docs(unordered.outcome)[:2]
 
 
 def test_every_hop_is_a_child_span_with_content_only_when_enabled(
