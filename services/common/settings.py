@@ -585,6 +585,13 @@ class ChainSettings(BaseModel):
         description="Complex questions: put the pair of verified results most likely to answer together "
         "first (a learned pair model over the top 10 documents; docs/chain.md)",
     )
+    pair_depth: int = Field(
+        default=10,
+        ge=3,
+        le=30,
+        description="Verified documents whose pairs the pair model scores; the fact-check judges at least "
+        "this many results of a Complex question",
+    )
     pair_model_dir: Path | None = Field(
         default=None,
         description="Folder with the pair model's weights.json (`rampart train pairs`); unset = the "

@@ -2,7 +2,7 @@
 
 Each Complex-routed question of a BEIR set runs through the adaptive orchestrator exactly as served
 (over an evaluation index built by the product's ingest), with pair ordering off; its verified head
-(``pair_order.PAIR_DEPTH`` documents), the cross-encoder's logit of each for the question, and the
+(``chain.pair_depth`` documents), the cross-encoder's logit of each for the question, and the
 qrels' supporting documents make one :class:`PairExample`. The model then learns to reorder what
 serving will hand it.
 """
@@ -42,6 +42,7 @@ def collect_examples(
     from services.orchestrator.orchestrator import Ask
 
     off = settings.model_copy(update={"chain": settings.chain.model_copy(update={"pair_order": False})})
+    depth = settings.chain.pair_depth
     stage = RerankStage(reranker, ScoreCache(200_000))
     examples: list[PairExample] = []
     counts = {"questions": 0, "not_complex": 0, "short_head": 0}
@@ -62,7 +63,7 @@ def collect_examples(
                     counts["not_complex"] += 1
                     continue
                 hits = done.outcome.hits
-                heads = doc_heads(hits)
+                heads = doc_heads(hits, depth)
                 logits = question_logits(stage, question, hits, heads)
                 if len(heads) < 2 or logits is None:
                     counts["short_head"] += 1

@@ -251,11 +251,13 @@ class Orchestrator:
             timings["crag"] = _ms(t0)
 
         fc = self.pipeline.factcheck_options()
+        pairs = self.pairs if route.type is QueryType.COMPLEX else None
         if fc.enabled:
-            self.pipeline.check(query, outcome, fc, judge=max(fc.depth, ask.top_k))
-        if route.type is QueryType.COMPLEX and self.pairs is not None:
+            judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if pairs else 0)
+            self.pipeline.check(query, outcome, fc, judge=judge)
+        if pairs is not None:
             t0 = time.perf_counter()
-            outcome.hits = self._order_pairs(query, outcome.hits, self.pairs)
+            outcome.hits = self._order_pairs(query, outcome.hits, pairs)
             timings["pairs"] = _ms(t0)
         outcome.hits = outcome.hits[: max(ask.top_k, plan.context_k)]
         return Orchestrated(
@@ -273,12 +275,13 @@ class Orchestrator:
         """The verified head with the pair most likely to answer a two-hop question first
         (``pair_order``); unchanged when the reranker is off or down (the model reads its scores)."""
         with stage_span("rampart.pairs") as span:
-            heads = doc_heads(hits)
+            depth = self.settings.chain.pair_depth
+            heads = doc_heads(hits, depth)
             logits = None
             if self.pipeline.rerank_options().enabled and len(heads) >= 3:
                 logits = question_logits(self.pipeline.rerank, query, hits, heads)
             span.set_attributes({"documents": len(heads), "ordered": logits is not None})
-            return hits if logits is None else order_pairs(query, hits, logits, model)
+            return hits if logits is None else order_pairs(query, hits, logits, model, depth)
 
     def _context(self, query: str, result: Orchestrated, route: Route) -> list[ContextPassage]:
         """The verified context: the plan's ``context_k`` results that passed the fact-check, refined

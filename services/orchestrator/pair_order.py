@@ -3,7 +3,7 @@
 A Complex question needs two passages ("What government position was held by the woman who portrayed
 Corliss Archer …" needs the film's page *and* Shirley Temple's). The chain and its title rules put
 both in the top ten almost always, but the top two are chosen one passage at a time. This stage
-scores every *pair* of the first ``PAIR_DEPTH`` verified documents and puts the best pair first, then
+scores every *pair* of the first ``chain.pair_depth`` verified documents and puts the best pair first, then
 the rest by how likely each is to belong to the answering pair. The score is a conditional logit over
 the pairs of one question (``softmax(w · f)``), fitted by ``rampart train pairs`` on the HotpotQA-500
 train half; the features (``PAIR_FEATURES``) say nothing about HotpotQA in particular:
@@ -45,7 +45,7 @@ from services.rerank.stage import RerankStage
 
 Array = npt.NDArray[np.float64]
 
-PAIR_DEPTH = 10  # distinct documents whose pairs are scored (45 pairs): what the answer reads
+PAIR_DEPTH = 10  # default of chain.pair_depth: documents whose pairs are scored (45 pairs)
 PAIR_FEATURES = ("lrank_hi", "lrank_lo", "p_hi", "p_lo", "links", "qnamed", "cov_union", "cov_gain")
 FORMAT = "rampart-pairs-v1"
 WEIGHTS_FILE = "weights.json"
