@@ -479,13 +479,11 @@ def evaluate(
     runs chain-of-retrieval with B beams (docs/chain.md). Also reports recall@10, all_supporting@k
     and retrieval calls per query.
     """
-    from dataclasses import replace
 
     from services.evaluation.beir import load_beir
     from services.evaluation.report import EvalReport, plot_bars, render_table, write_json
     from services.evaluation.runner import CHAIN_HOP_DEFAULT, PipelineSpec, evaluate_pipelines
     from services.evaluation.significance import compare_pipelines
-    from services.evaluation.splits import select_queries
     from services.rerank.reranker import build_reranker
     from services.retrieval.embedder import build_embedder
 
@@ -497,15 +495,7 @@ def evaluate(
     if query_split not in ("all", "train", "heldout"):
         raise typer.BadParameter(f"--query-split {query_split!r}: use all, train or heldout")
     try:
-        dataset = load_beir(resolve_dataset(data_dir, settings), split)
-        if query_split != "all":
-            keep = set(select_queries(dataset.queries, query_split))  # type: ignore[arg-type]
-            dataset = replace(
-                dataset,
-                split=f"{split}/{query_split}",
-                queries={q: t for q, t in dataset.queries.items() if q in keep},
-                qrels={q: r for q, r in dataset.qrels.items() if q in keep},
-            )
+        dataset = load_beir(resolve_dataset(data_dir, settings), split).half(query_split)  # type: ignore[arg-type]
         specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
         embedder = build_embedder(settings)
         reranker = build_reranker(settings) if any(s.rerank or s.routed for s in specs) else None

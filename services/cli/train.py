@@ -297,7 +297,6 @@ def train_pairs_cmd(
     from services.cli.ui import resolve_dataset
     from services.evaluation.beir import load_beir
     from services.evaluation.pair_data import collect_examples
-    from services.evaluation.splits import select_queries
     from services.models.pair_train import (
         PairTrainConfig,
         all_supporting,
@@ -319,14 +318,7 @@ def train_pairs_cmd(
     settings = load_settings()
     cfg = PairTrainConfig(lam=lam, folds=folds, seed=seed, cv_lams=lams)
     try:
-        dataset = load_beir(resolve_dataset(data, settings), split)
-        keep = set(select_queries(dataset.queries, query_split))  # type: ignore[arg-type]
-        dataset = replace(
-            dataset,
-            split=f"{split}/{query_split}",
-            queries={q: t for q, t in dataset.queries.items() if q in keep},
-            qrels={q: r for q, r in dataset.qrels.items() if q in keep},
-        )
+        dataset = load_beir(resolve_dataset(data, settings), split).half(query_split)  # type: ignore[arg-type]
         reranker = build_reranker(settings)
         if reranker is None:
             raise typer.BadParameter(

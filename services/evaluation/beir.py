@@ -19,13 +19,14 @@ import hashlib
 import logging
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from services.common.errors import invalid
+from services.evaluation.splits import QuerySplit, select_queries
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,19 @@ class BeirDataset:
     def content_hash(self) -> str:
         """sha256 hex digest of ``corpus.jsonl`` bytes; memoised per file stat, so cheap to repeat."""
         return corpus_content_hash(self.path)
+
+    def half(self, query_split: QuerySplit) -> BeirDataset:
+        """This split restricted to a fixed query half (``services.evaluation.splits``); ``all`` is itself.
+        The split's name says which half (``test/train``)."""
+        if query_split == "all":
+            return self
+        keep = set(select_queries(self.queries, query_split))
+        return replace(
+            self,
+            split=f"{self.split}/{query_split}",
+            queries={q: t for q, t in self.queries.items() if q in keep},
+            qrels={q: r for q, r in self.qrels.items() if q in keep},
+        )
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from services.evaluation.report import (
     write_json,
 )
 from services.evaluation.significance import compare_pipelines, paired_test
+from services.evaluation.splits import query_split_of
 
 pytestmark = pytest.mark.unit
 
@@ -100,6 +101,23 @@ def test_load_other_split_and_available_splits(tmp_path: Path) -> None:
     ds = load_beir(root, "train")
     assert ds.queries == {"q3": "unjudged in test"}
     assert ds.qrels == {"q3": {"d3": 1}}
+
+
+def test_query_halves_partition_the_split_by_the_fixed_hash(tmp_path: Path) -> None:
+    queries = [{"_id": f"q{i}", "text": f"question {i}"} for i in range(40)]
+    qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td1\t1\n" for i in range(40))
+    root = make_beir(tmp_path / "many", queries=_jsonl(queries))
+    (root / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
+    ds = load_beir(root)
+    train, held = ds.half("train"), ds.half("heldout")
+    assert ds.half("all") is ds
+    assert (train.split, held.split) == ("test/train", "test/heldout")
+    assert set(train.queries).isdisjoint(held.queries) and set(train.queries) | set(held.queries) == set(
+        ds.queries
+    )
+    assert train.queries and held.queries and set(train.qrels) == set(train.queries)
+    assert all(query_split_of(q) == "heldout" for q in held.queries)
+    assert train.corpus is ds.corpus  # the corpus is shared, only the questions are split
 
 
 def test_name_skips_a_folder_called_beir(tmp_path: Path) -> None:
