@@ -11,6 +11,7 @@ South Wales" is not named by "hotel and casino"), on the title without its trail
 from __future__ import annotations
 
 import calendar
+import html
 import re
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" -> "Kiss and Tell"
@@ -21,8 +22,10 @@ MIN_TITLE_CHARS = 3  # shorter titles ("US", "X") are named by accident too ofte
 
 
 def clean_title(title: str) -> str:
-    """The title without a trailing parenthetical: the name a text would use."""
-    return _PAREN.sub("", title).strip()
+    """The title without a trailing parenthetical, HTML character references decoded: the name a text
+    would use ("Will &amp; Grace" is named by "Will & Grace"; titles exported from web systems keep
+    the escapes their pages' texts have lost)."""
+    return _PAREN.sub("", html.unescape(title)).strip()
 
 
 def spelled(text: str) -> str:

@@ -68,7 +68,9 @@ CREATE TABLE IF NOT EXISTS names (
 );
 CREATE INDEX IF NOT EXISTS names_by_doc ON names (tenant, doc_id);
 """
-NAMES_META = "names_v1"  # set once the names table holds every stored document's name
+# set once the names table holds every stored document's name as the current ``titles.name_key``
+# spells it (v2: HTML character references in titles decoded); a store marked otherwise is rebuilt
+NAMES_META = "names_v2"
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,13 @@ class DocStore:
         if "claim_vector" not in columns:  # a store written before claim vectors existed
             self._db.execute("ALTER TABLE chunks ADD COLUMN claim_vector BLOB")
         self._lock = threading.RLock()
-        if self.get_meta(NAMES_META) is None:  # a store written before names were kept
+        if self.get_meta(NAMES_META) is None:  # written before names were kept, or keyed otherwise
             self._backfill_names()
 
     def _backfill_names(self) -> None:
         with self._tx() as db:
             rows = db.execute("SELECT tenant, doc_id, title FROM documents WHERE chunks > 0").fetchall()
+            db.execute("DELETE FROM names")  # keys an older name_key spelled differently
             db.executemany(
                 "INSERT OR IGNORE INTO names (tenant, name, doc_id) VALUES (?,?,?)",
                 [(t, key, d) for t, d, title in rows if (key := name_key(title)) is not None],

@@ -429,12 +429,35 @@ def test_store_written_before_names_backfills(tmp_path: Path) -> None:
     ix.close()
     db = sqlite3.connect(root / "store.sqlite3")
     db.execute("DROP TABLE names")
-    db.execute("DELETE FROM meta WHERE key='names_v1'")
+    db.execute("DELETE FROM meta WHERE key='names_v2'")
     db.commit()
     db.close()
     ix = EmbeddedIndex.open(root, dim=DIM)
     try:
         assert named_docs(ix, ["Were Skin Yard and Ostava both from the U.S.?"], BOB) == ["a", "b"]
         assert named_docs(ix, ["Were Skin Yard and Ostava both from the U.S.?"]) == ["a"]
+    finally:
+        ix.close()
+
+
+def test_store_keyed_by_an_older_name_key_is_rebuilt(tmp_path: Path) -> None:
+    import sqlite3
+
+    root = tmp_path / "index"
+    ix = EmbeddedIndex.open(root, dim=DIM)
+    ix.write([doc("a", ["text"], title="Will &amp; Grace"), doc("b", ["text"], title="Ostava")])
+    assert named_docs(ix, ["a page about Will & Grace"]) == ["a"]  # the title's escape decoded
+    ix.close()
+    db = sqlite3.connect(root / "store.sqlite3")  # as names_v1 stored it: the escape spelled out
+    db.execute("UPDATE names SET name='Will amp Grace' WHERE doc_id='a'")
+    db.execute("DELETE FROM meta WHERE key='names_v2'")
+    db.execute("INSERT INTO meta (key, value) VALUES ('names_v1', '1')")
+    db.commit()
+    db.close()
+    ix = EmbeddedIndex.open(root, dim=DIM)
+    try:
+        assert named_docs(ix, ["a page about Will & Grace"]) == ["a"]
+        assert named_docs(ix, ["Will amp Grace"]) == []  # the old key is gone
+        assert named_docs(ix, ["Ostava"]) == ["b"]
     finally:
         ix.close()

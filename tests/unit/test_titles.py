@@ -14,6 +14,8 @@ from services.common.titles import MAX_NAME_WORDS, common_name, mentioned_names,
         ("Kiss and Tell (1945 film)", "Kiss and Tell"),
         ("James's Gate", "James s Gate"),
         ("Casino, New South Wales", "Casino New South Wales"),
+        ("Will &amp; Grace", "Will Grace"),  # an HTML escape in a title is decoded, as the text has it
+        ("Sport &amp; Leisure Swifts F.C.", "Sport Leisure Swifts F C"),
         ("1984 Tennessee Volunteers football team", "1984 Tennessee Volunteers football team"),
         ("US", None),  # too short: named by accident too often
         ("iPod", None),  # opens lower-case: not looked up
@@ -23,6 +25,11 @@ from services.common.titles import MAX_NAME_WORDS, common_name, mentioned_names,
 )
 def test_name_key(title: str, key: str | None) -> None:
     assert name_key(title) == key
+
+
+def test_an_escaped_title_is_named_by_the_text_that_spells_it_plainly() -> None:
+    assert names(spelled("the sitcom Will & Grace aired on NBC"), "Will &amp; Grace")
+    assert not names(spelled("the sitcom Will amp Grace"), "Will &amp; Grace")
 
 
 def test_a_text_names_a_title_exactly_when_its_key_is_mentioned() -> None:
