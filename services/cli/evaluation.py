@@ -71,17 +71,23 @@ def attack(
     cache_dir: Annotated[
         Path | None, typer.Option(help="Index cache (default <data_dir setting>/eval-cache)")
     ] = None,
+    routed: Annotated[
+        bool, typer.Option(help="Also run the questions through the adaptive pipeline (/v1/answer's)")
+    ] = True,
 ) -> None:
     """Plant each question's adversarial passages as ordinary documents; report the share of attacked
     questions with poison in the top-k, the reranked top-M and the final context, clean Recall@10 with
-    and without fact-check, the latency it adds and the classifier's detection precision/recall."""
+    and without fact-check, the latency it adds and the classifier's detection precision/recall; and
+    (--routed) poison and Recall@10 in the adaptive pipeline's final top-k."""
     from dataclasses import replace
 
-    from services.evaluation.attack import load_attacks, poisoned_index, run_attack
+    from services.evaluation.attack import load_attacks, poisoned_index, run_attack, run_attack_routed
     from services.evaluation.beir import load_beir
     from services.evaluation.splits import select_queries
     from services.factcheck.checker import build_fact_checker
     from services.factcheck.stage import FactCheckStage
+    from services.orchestrator.assemble import build_orchestrator
+    from services.orchestrator.search import SearchPipeline
     from services.rerank.reranker import build_reranker
     from services.rerank.score_cache import ScoreCache
     from services.rerank.stage import RerankStage
@@ -114,17 +120,43 @@ def attack(
                     cache_dir or settings.data_dir / "eval-cache",
                     progress=progress,
                 ) as index:
+                    retriever = HybridRetriever(index, embedder)
+                    stage = RerankStage(reranker, ScoreCache(100_000))
                     figures = run_attack(
                         dataset,
                         attacks,
-                        HybridRetriever(index, embedder),
-                        RerankStage(reranker, ScoreCache(100_000)),
+                        retriever,
+                        stage,
                         FactCheckStage(checker),
                         settings,
                         k=k,
                         clean_limit=clean_queries,
                         progress=progress,
                     )
+                    if routed:
+                        orchestrator = build_orchestrator(
+                            settings,
+                            SearchPipeline(
+                                retriever,
+                                settings.fusion,
+                                stage,
+                                settings.rerank,
+                                FactCheckStage(checker),
+                                settings.factcheck,
+                            ),
+                            embedder,
+                        )
+                        try:
+                            figures |= run_attack_routed(
+                                dataset,
+                                attacks,
+                                orchestrator,
+                                k=k,
+                                clean_limit=clean_queries,
+                                progress=progress,
+                            )
+                        finally:
+                            orchestrator.close()
         finally:
             checker.close()
             if reranker is not None:
@@ -156,13 +188,21 @@ def attack(
         "attacked_recall@10_with_factcheck",
         "added_latency_ms_p50",
         "added_latency_ms_p95",
+        "routed_poison_in_context",
+        "routed_clean_recall@10",
+        "routed_attacked_recall@10",
     ):
-        table.add_row(key, str(figures[key]))
+        if key in figures:
+            table.add_row(key, str(figures[key]))
     for name, d in figures["detection"].items():
         table.add_row(f"{name} precision / recall", f"{d['precision']} / {d['recall']}")
     out.print(table)
-    if figures["degraded_queries"]:
-        console.print(f"[yellow]{figures['degraded_queries']} queries ran degraded[/yellow]")
+    if figures["degraded_queries"] or figures.get("routed_degraded_queries"):
+        routed_degraded = figures.get("routed_degraded_queries", 0)
+        console.print(
+            f"[yellow]{figures['degraded_queries']} queries ran degraded ({routed_degraded} through the "
+            "adaptive pipeline)[/yellow]"
+        )
     if json_out:
         write_json_report(json_out, report)
 

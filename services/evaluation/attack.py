@@ -5,7 +5,8 @@ ACL, source and (absent) trust metadata as the clean ones: the attacker writes w
 so provenance cannot be what catches them. Each question then runs through the product's stages
 (hybrid retrieval → rerank → fact-check, the objects the gateway serves with) and we record whether
 any poison is in the first-stage top-k, the reranked top-M, and the final context (what fact-check
-keeps). Clean queries (the corpus' own judged queries that were not attacked) give Recall@10 with
+keeps); then again through the adaptive pipeline, whose final top-k is what ``/v1/answer`` reads
+(``run_attack_routed``). Clean queries (the corpus' own judged queries that were not attacked) give Recall@10 with
 and without the fact-check stage, i.e. what the defence costs ordinary traffic.
 """
 
@@ -31,6 +32,7 @@ from services.evaluation.metrics import nearest_rank
 from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress, eval_index, index_cache_key
 from services.factcheck.stage import FactCheckStage
 from services.ingest.service import IngestService, Outcome
+from services.orchestrator.orchestrator import Ask, Orchestrator
 from services.rerank.stage import RerankStage
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
@@ -318,6 +320,36 @@ def run_attack(
         if progress and (i % 10 == 0 or i == len(queries)):
             progress("attack", i, len(queries))
     return summarize(traces, k=k, m=settings.factcheck.depth)
+
+
+def run_attack_routed(
+    dataset: BeirDataset,
+    attacks: Sequence[AttackQuestion],
+    orchestrator: Orchestrator,
+    *,
+    k: int = 10,
+    clean_limit: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """The same questions through the adaptive pipeline (``/v1/answer``, ``"adaptive": true``): route,
+    chain or one search, CRAG, one fact-check of the merged results, evidence pairs. Its final top-k
+    is what an answer reads, so poison there is poison in the answer's context."""
+    queries = attack_queries(dataset, attacks, clean_limit)
+    final: list[tuple[Query, list[str]]] = []
+    degraded = 0
+    for i, q in enumerate(queries, start=1):
+        done = orchestrator.run(Ask(query=q.query, top_k=k, remember=False), EVAL_PRINCIPAL)
+        degraded += bool(done.outcome.degraded)
+        final.append((q, _docs(done.outcome.hits[:k])))
+        if progress and (i % 10 == 0 or i == len(queries)):
+            progress("attack (routed)", i, len(queries))
+    attacked = [(q, d) for q, d in final if q.attacked]
+    return {
+        "routed_poison_in_context": _share([any(poison(x) for x in d) for _, d in attacked]),
+        "routed_clean_recall@10": mean([_recall(d, q.relevant, k) for q, d in final if not q.attacked]),
+        "routed_attacked_recall@10": mean([_recall(d, q.relevant, k) for q, d in attacked if q.relevant]),
+        "routed_degraded_queries": degraded,
+    }
 
 
 def detection_scores(confusion: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:

@@ -193,12 +193,9 @@ class Orchestrator:
         fc = self.pipeline.factcheck_options()
         top = max(ask.top_k, plan.context_k, fc.context_depth if fc.enabled else 0)
         if not routed:
-            return replace(self.pipeline.params(top_k=top, filters=ask.filters), vectors=fc.enabled)
-        return replace(
-            self.pipeline.params(
-                top_k=top, weights=plan_weights(plan), candidates=plan.candidates, filters=ask.filters
-            ),
-            vectors=fc.enabled,
+            return self.pipeline.params(top_k=top, filters=ask.filters)
+        return self.pipeline.params(
+            top_k=top, weights=plan_weights(plan), candidates=plan.candidates, filters=ask.filters
         )
 
     def _retrieve(
@@ -212,7 +209,12 @@ class Orchestrator:
             # the chain orders each hop's evidence by title links itself (named_titles); a lifted ranking
             # would count every link twice (HotpotQA train half: all_supporting@5 0.938 -> 0.915 with both)
             rerank = replace(rerank, link_weight=0.0)
-        no_check = replace(self.pipeline.factcheck_options(), enabled=False)
+        fc = self.pipeline.factcheck_options()
+        pairs = self.pairs if route.type is QueryType.COMPLEX else None
+        judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if pairs else 0)
+        # the searches skip the check (it runs once, on the merged results) but fetch what it reads
+        params = self.pipeline.for_check(params, fc, rerank, judge)
+        no_check = replace(fc, enabled=False)
         calls = 0
 
         def searcher(q: str, p: SearchParams = params) -> SearchOutcome:
@@ -250,10 +252,7 @@ class Orchestrator:
             outcome.degraded += corrective.degraded
             timings["crag"] = _ms(t0)
 
-        fc = self.pipeline.factcheck_options()
-        pairs = self.pairs if route.type is QueryType.COMPLEX else None
         if fc.enabled:
-            judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if pairs else 0)
             self.pipeline.check(query, outcome, fc, judge=judge)
         if pairs is not None:
             t0 = time.perf_counter()

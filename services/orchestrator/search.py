@@ -97,6 +97,24 @@ class SearchPipeline:
             copy_expand=d.copy_border_threshold if d.copy_min_docs > 0 else 0.0,
         )
 
+    def for_check(
+        self, params: SearchParams, fc: FactCheckOptions, opts: RerankOptions, judge: int
+    ) -> SearchParams:
+        """``params`` asking the index for what a fact-check of the top ``judge`` results reads: stored
+        embeddings (it clusters by them instead of embedding again) and, for the reranked head the judged
+        results come from, each result's near-copies (the planted-copies signal). The orchestrator
+        searches with the check off and checks the merged results once: its searches must fetch these
+        too, or a later check judges planted text blind to its copies."""
+        if not fc.enabled:
+            return params
+        copy_depth = max(judge, opts.depth if opts.enabled else 0) if fc.copies else 0
+        return replace(
+            params,
+            vectors=True,
+            copy_depth=max(params.copy_depth, copy_depth),
+            copy_expand=max(params.copy_expand, fc.copy_expand if copy_depth else 0.0),
+        )
+
     def search(
         self,
         query: str,
@@ -112,20 +130,14 @@ class SearchPipeline:
         judge = max(fc.depth, wanted) if fc.enabled else 0
         peers = fc.context_depth if fc.enabled else 0
         need = max(wanted, opts.depth if opts.enabled else 0, judge, peers)
-        # the judged results come from the reranked head: every one of them may need its near-copies
-        copy_depth = max(judge, opts.depth if opts.enabled else 0) if fc.enabled and fc.copies else 0
         with stage_span("rampart.search", top_k=wanted) as span:
-            # the fact-check clusters results by their stored embeddings instead of embedding them again
             with stage_span("rampart.retrieve", depth=need) as rs:
                 outcome = self.retriever.search(
                     query,
                     principal,
                     replace(
-                        params,
+                        self.for_check(params, fc, opts, judge),
                         top_k=need,
-                        vectors=params.vectors or fc.enabled,
-                        copy_depth=max(params.copy_depth, copy_depth),
-                        copy_expand=max(params.copy_expand, fc.copy_expand if copy_depth else 0.0),
                         # named pages join what the reranker reads, or the results when nothing reranks
                         link_head=params.link_head or (opts.depth if opts.enabled else wanted),
                     ),

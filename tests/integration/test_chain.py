@@ -56,6 +56,24 @@ def rt(
     runtime.close()
 
 
+@pytest.fixture(scope="module")
+def checked(
+    tmp_path_factory: pytest.TempPathFactory, models_dir: Path, embedder: Embedder, reranker: Reranker
+) -> Iterator[Runtime]:
+    """The same corpus with the fact-check on (in-process), as the gateway serves by default."""
+    settings = RampartSettings(
+        data_dir=tmp_path_factory.mktemp("checked") / "data", models_dir=models_dir, log_level="WARNING"
+    )
+    runtime = Runtime.open(settings, embedder=embedder, reranker=reranker)
+    docs = [
+        Document(id=doc_id, tenant="wiki", acl=Acl(groups=["all"]), title=title, text=text)
+        for doc_id, (title, text) in CORPUS.items()
+    ]
+    assert all(r.outcome.value == "indexed" for r in runtime.ingest.ingest(docs))
+    yield runtime
+    runtime.close()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def spans() -> InMemorySpanExporter:
     provider = trace.get_tracer_provider()
@@ -140,6 +158,31 @@ def test_routed_complex_question_orders_its_verified_pair_first(
     unordered = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
     assert "pairs" not in unordered.timings_ms
     assert docs(by_rank.outcome)[:2] == docs(unordered.outcome)[:2]
+
+
+@pytest.mark.parametrize("question", [BRIDGE, "Who was Ed Wood?"])
+def test_routed_searches_fetch_what_the_later_fact_check_reads(
+    checked: Runtime, monkeypatch: pytest.MonkeyPatch, question: str
+) -> None:
+    # The orchestrator searches with the check off and checks the merged results once. Its searches
+    # must still fetch stored vectors and each head result's near-copies: without them the check
+    # judged planted text blind to its copies elsewhere in the index (PoisonedRAG on the HotpotQA
+    # train half: poison in the routed top 10 for 22 of 58 attacked questions, 1 with them).
+    orchestrator = checked.orchestrator
+    fc = checked.settings.factcheck
+    seen: list[SearchParams] = []
+    real = orchestrator.pipeline.search
+
+    def search(query: str, principal: Principal, params: SearchParams, *a: object) -> SearchOutcome:
+        seen.append(params)
+        return real(query, principal, params, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(orchestrator.pipeline, "search", search)
+    done = orchestrator.run(Ask(query=question, top_k=5, remember=False), WHO)
+    assert seen and all(p.vectors and p.copy_depth >= fc.depth for p in seen)
+    assert all(p.copy_expand == fc.copy_border_threshold for p in seen)
+    judged = [h for h in done.outcome.hits if h.judgement is not None]
+    assert judged and all(h.copy_cosines is not None for h in judged)
 
 
 def test_every_hop_is_a_child_span_with_content_only_when_enabled(

@@ -48,6 +48,9 @@ def test_eval_attack_reports_every_figure(env: dict[str, str], tmp_path: Path) -
     assert r["clean_recall@10_with_factcheck"] == 1.0
     assert r["added_latency_ms_p50"] > 0
     assert r["detection"]["corrupt"]["precision"] > 0.5
+    # the adaptive pipeline (/v1/answer's) withholds it too: its searches fetch the copies the check reads
+    assert r["routed_poison_in_context"] == 0.0 and r["routed_degraded_queries"] == 0
+    assert r["routed_clean_recall@10"] == 1.0
     # the poisoned index is cached beside the clean one, and reused
     run(env, "eval", "attack", str(data), str(attacks))
     caches = sorted(p.name for p in (Path(env["RAMPART_DATA_DIR"]) / "eval-cache").iterdir())
