@@ -9,6 +9,7 @@ import typer
 
 from services.cli.ui import console, fail, invocation, load_settings, progress_bar, split_csv, task_updater
 from services.common.errors import RampartError
+from services.common.settings import RampartSettings
 
 train_app = typer.Typer(help="Train Rampart's models from the training splits in RAMPART_EVAL_DATA_DIR.")
 
@@ -62,6 +63,13 @@ def train_reranker_cmd(
         int | None,
         typer.Option(min=1, max=6, help="Keep only the first N encoder layers (faster, shallower)"),
     ] = None,
+    hotpotqa_half: Annotated[
+        str,
+        typer.Option(
+            help="HotpotQA-500 half trained on: train, or heldout for a cross-fitted model whose train-half "
+            "scores are out-of-fold (to fit `rampart train pairs --reranker-dir`; never serve it)"
+        ),
+    ] = "train",
     model_id: Annotated[str, typer.Option(help="Name recorded in the manifest")] = "rampart-minilm-l6-ce",
     variants: Annotated[str, typer.Option(help="ONNX variants to export: fp32,int8")] = "fp32,int8",
     install: Annotated[
@@ -77,6 +85,13 @@ def train_reranker_cmd(
     from services.models.reranker_train import TrainConfig
     from services.retrieval.embedder import build_embedder
 
+    if hotpotqa_half not in ("train", "heldout"):
+        raise typer.BadParameter(f"--hotpotqa-half {hotpotqa_half!r}: use train or heldout")
+    if hotpotqa_half == "heldout" and install:
+        raise typer.BadParameter(
+            "--hotpotqa-half heldout trains a cross-fitted reranker for fitting stacked models; it must not "
+            "be served (held-out figures would be measured on its training questions): drop --install"
+        )
     settings = load_settings()
     cfg = TrainConfig(
         base=str(base or packaged_encoder()),
@@ -108,6 +123,7 @@ def train_reranker_cmd(
                 command=invocation(ctx),
                 variants=tuple(split_csv(variants)),
                 groups_per_source=groups_per_source,
+                hotpotqa_half=hotpotqa_half,  # type: ignore[arg-type]
                 say=lambda m: console.print(f"• {m}"),
                 progress=task_updater(bar),
             )
@@ -285,6 +301,13 @@ def train_pairs_cmd(
     cache_dir: Annotated[
         Path | None, typer.Option(help="Index cache (default <data_dir setting>/eval-cache)")
     ] = None,
+    reranker_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Run the pipeline with this reranker (an ONNX folder) instead of the served one: a "
+            "cross-fitted one (`rampart train reranker --hotpotqa-half heldout`) gives out-of-fold scores"
+        ),
+    ] = None,
     model_id: Annotated[str, typer.Option(help="Name recorded in weights.json")] = "rampart-pairs-cl",
 ) -> None:
     """Fit the evidence-pair model on what the routed pipeline verifies for the training questions
@@ -306,16 +329,29 @@ def train_pairs_cmd(
         fit_pairs,
     )
     from services.orchestrator.pair_order import CARD_FILE
+    from services.rerank.onnx_reranker import load_manifest
     from services.rerank.reranker import build_reranker
     from services.retrieval.embedder import build_embedder
 
     if query_split not in ("all", "train"):
         raise typer.BadParameter(f"--query-split {query_split!r}: use train or all (never fit on heldout)")
+
+    def reranker_half(s: RampartSettings) -> str | None:
+        """The HotpotQA half the reranker was trained on, as its manifest says (None: not recorded)."""
+        if s.rerank.backend != "onnx":
+            return None
+        half = load_manifest(s.reranker_model_dir()).get("hotpotqa_half")
+        return None if half is None else str(half)
+
     try:
         lams = tuple(float(x) for x in split_csv(cv_lams))
     except ValueError:
         raise typer.BadParameter(f"--cv-lams {cv_lams!r}: write numbers, e.g. 1,10,30") from None
     settings = load_settings()
+    if reranker_dir is not None:
+        settings = settings.model_copy(
+            update={"rerank": settings.rerank.model_copy(update={"model_dir": reranker_dir})}
+        )
     cfg = PairTrainConfig(lam=lam, folds=folds, seed=seed, cv_lams=lams)
     try:
         dataset = load_beir(resolve_dataset(data, settings), split).half(query_split)  # type: ignore[arg-type]
@@ -352,6 +388,8 @@ def train_pairs_cmd(
             "examples": len(rows),
             "with_pair": with_pair,
             "lam": lam,
+            "pair_depth": settings.chain.pair_depth,
+            "reranker": {"model_id": reranker.model_id, "hotpotqa_half": reranker_half(settings)},
             "cross_validation": {"folds": folds, "served": all_supporting(rows, None), "by_lam": by_lam},
         }
         model = fit_pairs(rows, lam)

@@ -56,9 +56,9 @@ def collect_examples(
                 if not gold:
                     continue
                 counts["questions"] += 1
-                done = orchestrator.run(
-                    Ask(query=question, top_k=ROUTED_DEPTH, remember=False), EVAL_PRINCIPAL
-                )
+                # as deep as serving judges and pairs: top_k raises the fact-check's depth here
+                ask = Ask(query=question, top_k=max(ROUTED_DEPTH, depth), remember=False)
+                done = orchestrator.run(ask, EVAL_PRINCIPAL)
                 if done.route.type is not QueryType.COMPLEX:
                     counts["not_complex"] += 1
                     continue

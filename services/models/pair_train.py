@@ -130,6 +130,18 @@ def cross_validate(rows: Sequence[_Featurised], cfg: PairTrainConfig) -> dict[st
     return {f"all_supporting@{k}": round(v / max(len(rows), 1), 4) for k, v in hits.items()}
 
 
+def _reranker_lines(reranker: dict[str, Any]) -> list[str]:
+    """Which reranker scored the pipeline's passages, and whether its scores here are out-of-fold."""
+    if reranker.get("hotpotqa_half") == "heldout":
+        return [
+            f"- Reranker `{reranker['model_id']}`, cross-fitted: trained on HotpotQA-500's `heldout` half,",
+            "  so its scores on these questions are out-of-fold, as the served reranker's are on new",
+            "  questions (a model fitted on the served reranker's scores of its own training questions",
+            "  learns to trust them more than they deserve).",
+        ]
+    return [f"- Reranker `{reranker['model_id']}` (the served one)."]
+
+
 def card(model: PairModel, summary: dict[str, Any]) -> str:
     """MODEL_CARD.md: data, command, cross-validated figures and the weights."""
     cv = summary["cross_validation"]
@@ -145,7 +157,9 @@ def card(model: PairModel, summary: dict[str, Any]) -> str:
         "",
         "## Training data (training split only)",
         f"- {summary['dataset']} `{summary['split']}` questions, run through the routed pipeline as",
-        "  served (pair ordering off) over an index built by Rampart's ingest.",
+        f"  served (pair ordering off, the fact-check judging {summary['pair_depth']} results) over an index",
+        "  built by Rampart's ingest.",
+        *_reranker_lines(summary["reranker"]),
         f"- Questions read {summary['counts']['questions']}, routed to one search (not Complex)"
         f" {summary['counts']['not_complex']}, fewer than two head documents {summary['counts']['short_head']};",
         f"  examples {summary['examples']}, of which {summary['with_pair']} hold both supporting documents in"

@@ -15,6 +15,7 @@ def render_card(
     result: dict[str, Any],
     mined: dict[str, dict[str, float]],
     manifest: dict[str, Any],
+    hotpotqa_half: str = "train",
 ) -> str:
     val = result.get("val", {})
     lines = [
@@ -35,9 +36,16 @@ def render_card(
         )
     lines += [
         "",
-        "- scifact: SciFact `train` qrels; hotpotqa: the `train` half of HotpotQA-500 "
-        "(`services/evaluation/splits.py`; the `heldout` half is for evaluation); nq: NQ-open oracle "
-        "question / gold passage.",
+        (
+            "- scifact: SciFact `train` qrels; hotpotqa: the `train` half of HotpotQA-500 "
+            "(`services/evaluation/splits.py`; the `heldout` half is for evaluation); nq: NQ-open oracle "
+            "question / gold passage."
+            if hotpotqa_half == "train"
+            else "- **Cross-fitted**: hotpotqa is the `heldout` half of HotpotQA-500, so this model's scores "
+            "on the `train` half are out-of-fold (for fitting models stacked on the reranker, e.g. "
+            "`rampart train pairs --reranker-dir`). Never serve it for held-out figures. scifact: SciFact "
+            "`train` qrels; nq: NQ-open oracle question / gold passage."
+        ),
         "- Negatives: *hybrid* = the first 30 non-relevant documents of Rampart's fused list; *HAC* = among",
         "  BM25's top 100 chunks, those in the bottom 30% by dense score. Negatives containing a gold answer",
         "  string are dropped (probable false negatives).",

@@ -4,7 +4,10 @@ Sources (training splits only; nothing from a test split reaches the model):
 
 - ``scifact``: SciFact ``train`` qrels.
 - ``hotpotqa``: the ``train`` half of HotpotQA-500 (:mod:`services.evaluation.splits`); the ``heldout``
-  half is what the reranker is reported on.
+  half is what the reranker is reported on. ``hotpotqa_half="heldout"`` swaps them for a *cross-fitted*
+  reranker: its scores on the train half are out-of-fold, which is what a model stacked on the
+  reranker (the evidence-pair model, ``rampart train pairs``) must be fitted on. Never report held-out
+  figures with such a model.
 - ``nq``: NQ-open oracle question / gold-passage pairs (the 2,655 gold passages form the corpus).
 
 Each corpus is indexed through the product's own ingest path (the cached eval index), and every
@@ -35,7 +38,7 @@ from services.common.settings import RampartSettings
 from services.common.types import FusionMethod, ScoredChunk
 from services.evaluation.beir import BeirDataset, load_beir
 from services.evaluation.runner import EVAL_PRINCIPAL, eval_index, index_cache_key
-from services.evaluation.splits import select_queries
+from services.evaluation.splits import QuerySplit, select_queries
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever, SearchParams
 
@@ -112,9 +115,10 @@ def nq_as_beir(data_dir: Path, cache_dir: Path) -> tuple[BeirDataset, dict[str, 
 
 
 def load_source(
-    source: str, settings: RampartSettings, cache_dir: Path
+    source: str, settings: RampartSettings, cache_dir: Path, *, hotpotqa_half: QuerySplit = "train"
 ) -> tuple[BeirDataset, dict[str, list[str]]]:
-    """The training split of ``source`` as a BEIR dataset (queries restricted) + gold answers if known."""
+    """The training split of ``source`` as a BEIR dataset (queries restricted) + gold answers if known;
+    HotpotQA's half is ``hotpotqa_half`` (see the module doc)."""
     data = settings.eval_data_dir
     if source == "scifact":
         path = data / "scifact"
@@ -126,10 +130,10 @@ def load_source(
         if not (path / "corpus.jsonl").is_file():
             raise _missing(path, "HotpotQA-500")
         full = load_beir(path, "test")
-        keep = set(select_queries(full.queries, "train"))
+        keep = set(select_queries(full.queries, hotpotqa_half))
         ds = BeirDataset(
             name=full.name,
-            split="train-half",
+            split=f"{hotpotqa_half}-half",
             path=full.path,
             corpus=full.corpus,
             queries={q: t for q, t in full.queries.items() if q in keep},
@@ -264,16 +268,18 @@ def mined_groups(
     embedder: Embedder,
     sources: Iterable[str],
     *,
+    hotpotqa_half: QuerySplit = "train",
     progress: Progress | None = None,
 ) -> list[MinedGroup]:
-    """Mined groups for ``sources``, from cache when the index and mining settings are unchanged."""
+    """Mined groups for ``sources``, from cache when the index, the queries and the mining settings are
+    unchanged."""
     cache = settings.data_dir / "train-cache"
     cache.mkdir(parents=True, exist_ok=True)
     out: list[MinedGroup] = []
     for source in sources:
-        dataset, answers = load_source(source, settings, cache)
+        dataset, answers = load_source(source, settings, cache, hotpotqa_half=hotpotqa_half)
         key = hashlib.sha256(
-            f"{index_cache_key(dataset, settings, embedder)}|{source}|{MINING_VERSION}|{MINING_DEPTH}|"
+            f"{index_cache_key(dataset, settings, embedder)}|{source}|{dataset.split}|{MINING_VERSION}|{MINING_DEPTH}|"
             f"{HYBRID_NEG_RANKS}|{HAC_BM25_TOP}|{HAC_DENSE_QUANTILE}|{PRIOR_DEPTH}|{settings.fusion.model_dump_json()}".encode()
         ).hexdigest()[:12]
         path = cache / f"mined-{source}-{key}.jsonl"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from services.common.fs import swap_dir
 from services.common.settings import RampartSettings
+from services.evaluation.splits import QuerySplit
 from services.models.reranker_card import render_card
 from services.models.reranker_data import MinedGroup, mined_groups
 from services.models.reranker_export import export_reranker, read_manifest
@@ -54,12 +55,14 @@ def train_reranker(
     command: str,
     variants: tuple[str, ...] = ("fp32", "int8"),
     groups_per_source: int | None = None,
+    hotpotqa_half: QuerySplit = "train",
     say: Say | None = None,
     progress: Progress | None = None,
 ) -> Path:
     """Run the whole pipeline; returns the exported model folder ``cfg.out_dir / 'onnx'``."""
     tell = say or (lambda _m: None)
-    groups = limit_groups(mined_groups(settings, embedder, sources, progress=progress), groups_per_source)
+    mined_all = mined_groups(settings, embedder, sources, hotpotqa_half=hotpotqa_half, progress=progress)
+    groups = limit_groups(mined_all, groups_per_source)
     mined = {
         s: {
             "hybrid": _mean([len(g.hybrid_negatives) for g in groups if g.source == s]),
@@ -82,7 +85,10 @@ def train_reranker(
         model_id=model_id,
         max_length=cfg.max_length,
         variants=variants,
-        extra_manifest={"training": {k: v for k, v in asdict(result).items() if k != "losses"}},
+        extra_manifest={
+            "training": {k: v for k, v in asdict(result).items() if k != "losses"},
+            "hotpotqa_half": hotpotqa_half,
+        },
         progress=tell,
     )
     manifest = read_manifest(onnx_dir) or {}
@@ -94,6 +100,7 @@ def train_reranker(
         result=record,
         mined=mined,
         manifest=manifest,
+        hotpotqa_half=hotpotqa_half,
     )
     (onnx_dir / CARD_FILE).write_text(card, encoding="utf-8")
     (Path(cfg.out_dir) / "losses.json").write_text(json.dumps(result.losses), encoding="utf-8")

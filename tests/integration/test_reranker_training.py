@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from services.cli.main import app
 from services.models.reranker_export import export_reranker, read_manifest, spearman
 from services.rerank.onnx_reranker import OnnxReranker
+from tests.conftest import flat
 
 pytestmark = pytest.mark.integration
 
@@ -194,3 +195,44 @@ def test_split_architecture_trains_exports_and_agrees_with_pytorch(trained_split
         reranker = OnnxReranker.from_dir(trained_split / "onnx", variant=variant)
         got = np.array([reranker.score(q, [p])[0] for q, p in pairs])
         assert np.abs(got - expected).max() < tolerance, variant
+
+
+def write_hotpot(root: Path, n: int = 24) -> Path:
+    """A HotpotQA-500-shaped folder (hotpotqa_dev500/beir with test qrels) of ``n`` questions."""
+    beir = root / "hotpotqa_dev500" / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    docs = [{"_id": f"d{i}", "title": f"Page {i}", "text": f"Page {i} is about topic {i}."} for i in range(n)]
+    queries = [{"_id": f"q{i}", "text": f"what is topic {i}"} for i in range(n)]
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (beir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    qrels = "".join(f"q{i}\td{i}\t1\n" for i in range(n))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return root
+
+
+def test_hotpotqa_half_selects_the_questions_trained_on(tmp_path: Path) -> None:
+    from services.common.settings import RampartSettings
+    from services.evaluation.splits import query_split_of
+    from services.models.reranker_data import load_source
+
+    settings = RampartSettings(eval_data_dir=write_hotpot(tmp_path / "data"), data_dir=tmp_path / "state")
+    train, _ = load_source("hotpotqa", settings, tmp_path / "cache")
+    held, _ = load_source("hotpotqa", settings, tmp_path / "cache", hotpotqa_half="heldout")
+    assert (train.split, held.split) == ("train-half", "heldout-half")
+    assert train.queries and held.queries and set(train.queries).isdisjoint(held.queries)
+    assert all(query_split_of(q) == "heldout" for q in held.queries)
+    assert len(train.queries) + len(held.queries) == 24
+
+
+def test_a_cross_fitted_reranker_is_never_installed(tmp_path: Path, models_dir: Path) -> None:
+    env = {
+        "RAMPART_DATA_DIR": str(tmp_path / "state"),
+        "RAMPART_MODELS_DIR": str(models_dir),
+        "COLUMNS": "200",
+    }
+    args = ["train", "reranker", "--out", str(tmp_path / "run"), "--hotpotqa-half", "heldout", "--install"]
+    refused = CliRunner().invoke(app, args, env=env)
+    assert refused.exit_code == 2 and "must not be served" in flat(refused.output)
+    assert not (tmp_path / "run").exists()
+    odd = CliRunner().invoke(app, [*args[:4], "--hotpotqa-half", "all"], env=env)
+    assert odd.exit_code == 2 and "use train or heldout" in flat(odd.output)
