@@ -45,7 +45,7 @@ from services.rerank.stage import RerankStage
 
 Array = npt.NDArray[np.float64]
 
-PAIR_DEPTH = 10  # default of chain.pair_depth: documents whose pairs are scored (45 pairs)
+PAIR_DEPTH = 20  # default of chain.pair_depth: documents whose pairs are scored (190 pairs)
 PAIR_FEATURES = ("lrank_hi", "lrank_lo", "p_hi", "p_lo", "links", "qnamed", "cov_union", "cov_gain")
 FORMAT = "rampart-pairs-v1"
 WEIGHTS_FILE = "weights.json"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.settings import ChainSettings
 from services.common.types import Chunk, ScoredChunk
 from services.models.pair_train import (
     PairExample,
@@ -19,6 +20,7 @@ from services.models.pair_train import (
     fit_pairs,
 )
 from services.orchestrator.pair_order import (
+    PAIR_DEPTH,
     PAIR_FEATURES,
     SHIPPED_PAIRS,
     PairDoc,
@@ -160,6 +162,9 @@ def test_weights_round_trip_and_bad_files_name_the_fix(tmp_path: Path) -> None:
 def test_the_shipped_model_loads_and_prefers_linked_complementary_pairs() -> None:
     model = PairModel.load(SHIPPED_PAIRS)
     assert model.manifest["split"].endswith("/train")  # fitted on the training half only
+    # fitted on out-of-fold reranker scores (docs/chain.md, "Cross-fitted pair model"), as deep as served
+    assert model.manifest["reranker"]["hotpotqa_half"] == "heldout"
+    assert model.manifest["pair_depth"] == PAIR_DEPTH == ChainSettings().pair_depth
     for feature in ("links", "qnamed", "cov_union"):
         assert model.weights[COL[feature]] > 0, feature
     assert model.weights[COL["lrank_hi"]] < 0  # a worse rank is a weaker claim
