@@ -20,6 +20,9 @@ Order of the rules (first match wins), each with the reason a human reads:
    (``title_links``): a two-hop question needs the page its answer page names ("the label of the band
    that released *Bleach*": the *Bleach* page names *Sub Pop*), which alone addresses little of it;
    so does one naming a still-relevant passage's title while holding a query term that passage lacks.
+   An IRRELEVANT passage whose title the *query* spells out stays too (``title_links``): the user
+   asked about that page ("Who was born first, Connie Willis or Margaret Landon?": the *Margaret
+   Landon* page covers a third of the terms and a pairwise cross-encoder gives it P = 0.002).
 3. **COUNTERFACTUAL** — among the remaining passages, one whose claims conflict with more of its peers
    than any passage it conflicts with (the consensus outvotes it). A conflict between two passages
    and nobody else is *disputed*: both stay RELEVANT and the reason says so. Two passages each about
@@ -47,7 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.common.settings import FactCheckSettings
-from services.common.titles import MIN_TITLE_CHARS, clean_title, names, spelled
+from services.common.titles import MIN_TITLE_CHARS, clean_title, common_name, names, spelled
 from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
@@ -208,7 +211,8 @@ def decide(
             query, [*items, *(i for i, _ in context)], evidence, verdicts, planted, sim, subjects, settings
         )
     bridges = _bridges(query, items, verdicts) if settings.title_links else {}
-    for k in bridges:
+    asked = _named_by_query(query, items, verdicts) if settings.title_links else set()
+    for k in (*bridges, *asked):
         verdicts[k] = None
     _consensus(items, evidence, verdicts, settings, conflict, llm_relevant, sim, subjects, model_conflicts)
     out: list[Judgement] = []
@@ -223,6 +227,8 @@ def decide(
                 if k in llm_relevant
                 else f"a bridge: the relevant passage {bridges[k]!r} names it"
                 if k in bridges
+                else f"the query names it ({clean_title(item.title)!r})"
+                if k in asked
                 else "addresses the query"
                 + (f": {ev.notes['coverage'][:120]!r}" if ev.notes.get("coverage") else ""),
             )
@@ -349,6 +355,24 @@ def _bridges(
             )
         if namer is not None:
             out[k] = clean_title(namer) or namer
+    return out
+
+
+def _named_by_query(
+    query: str, items: Sequence[CheckInput], verdicts: Sequence[tuple[Verdict, float, str] | None]
+) -> set[int]:
+    """IRRELEVANT passages whose title the query spells out (not a common word: "Hotel" beside "the
+    hotel"). Comparison and bridge questions name each page they need, and the page of the second
+    name usually says nothing of the first: term coverage and a pairwise cross-encoder both call it
+    off-topic. Only rule 2 is undone; a detector's ADVERSARIAL verdict stands."""
+    said = _spelled(query)
+    out: set[int] = set()
+    for k, v in enumerate(verdicts):
+        if v is None or v[0] is not Verdict.IRRELEVANT:
+            continue
+        title = items[k].title
+        if title and names(said, title) and not common_name(title, said + _spelled(items[k].text)):
+            out.add(k)
     return out
 
 
