@@ -15,7 +15,6 @@ def render_card(
     result: dict[str, Any],
     mined: dict[str, dict[str, float]],
     manifest: dict[str, Any],
-    hotpotqa_half: str = "train",
 ) -> str:
     val = result.get("val", {})
     lines = [
@@ -40,7 +39,7 @@ def render_card(
             "- scifact: SciFact `train` qrels; hotpotqa: the `train` half of HotpotQA-500 "
             "(`services/evaluation/splits.py`; the `heldout` half is for evaluation); nq: NQ-open oracle "
             "question / gold passage."
-            if hotpotqa_half == "train"
+            if manifest.get("hotpotqa_half", "train") == "train"
             else "- **Cross-fitted**: hotpotqa is the `heldout` half of HotpotQA-500, so this model's scores "
             "on the `train` half are out-of-fold (for fitting models stacked on the reranker, e.g. "
             "`rampart train pairs --reranker-dir`). Never serve it for held-out figures. scifact: SciFact "

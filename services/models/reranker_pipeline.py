@@ -100,7 +100,6 @@ def train_reranker(
         result=record,
         mined=mined,
         manifest=manifest,
-        hotpotqa_half=hotpotqa_half,
     )
     (onnx_dir / CARD_FILE).write_text(card, encoding="utf-8")
     (Path(cfg.out_dir) / "losses.json").write_text(json.dumps(result.losses), encoding="utf-8")

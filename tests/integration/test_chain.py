@@ -36,6 +36,18 @@ WHO = Principal(tenant="wiki", user="reader", groups=["all"])
 _exporter = InMemorySpanExporter()
 
 
+def indexed(settings: RampartSettings, embedder: Embedder, reranker: Reranker) -> Iterator[Runtime]:
+    """A runtime with CORPUS ingested, closed when the caller is done with it."""
+    runtime = Runtime.open(settings, embedder=embedder, reranker=reranker)
+    docs = [
+        Document(id=doc_id, tenant="wiki", acl=Acl(groups=["all"]), title=title, text=text)
+        for doc_id, (title, text) in CORPUS.items()
+    ]
+    assert all(r.outcome.value == "indexed" for r in runtime.ingest.ingest(docs))
+    yield runtime
+    runtime.close()
+
+
 @pytest.fixture(scope="module")
 def rt(
     tmp_path_factory: pytest.TempPathFactory, models_dir: Path, embedder: Embedder, reranker: Reranker
@@ -46,14 +58,7 @@ def rt(
         log_level="WARNING",
         factcheck=FactCheckSettings(enabled=False),
     )
-    runtime = Runtime.open(settings, embedder=embedder, reranker=reranker)
-    docs = [
-        Document(id=doc_id, tenant="wiki", acl=Acl(groups=["all"]), title=title, text=text)
-        for doc_id, (title, text) in CORPUS.items()
-    ]
-    assert all(r.outcome.value == "indexed" for r in runtime.ingest.ingest(docs))
-    yield runtime
-    runtime.close()
+    yield from indexed(settings, embedder, reranker)
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +69,7 @@ def checked(
     settings = RampartSettings(
         data_dir=tmp_path_factory.mktemp("checked") / "data", models_dir=models_dir, log_level="WARNING"
     )
-    runtime = Runtime.open(settings, embedder=embedder, reranker=reranker)
-    docs = [
-        Document(id=doc_id, tenant="wiki", acl=Acl(groups=["all"]), title=title, text=text)
-        for doc_id, (title, text) in CORPUS.items()
-    ]
-    assert all(r.outcome.value == "indexed" for r in runtime.ingest.ingest(docs))
-    yield runtime
-    runtime.close()
+    yield from indexed(settings, embedder, reranker)
 
 
 @pytest.fixture(scope="module", autouse=True)

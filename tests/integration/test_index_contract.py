@@ -357,6 +357,17 @@ def test_claim_vectors_survive_reopen_and_rebuild(
     assert ix3.copy_cosines([a0], ALICE, 8)[a0].cosines == [pytest.approx(1.0, abs=1e-5)]
 
 
+def edit_store(root: Path, *statements: str) -> None:
+    """Run SQL on a closed index's store: make it look as an older version wrote it."""
+    import sqlite3
+
+    db = sqlite3.connect(root / "store.sqlite3")
+    for sql in statements:
+        db.execute(sql)
+    db.commit()
+    db.close()
+
+
 def test_store_written_before_claim_vectors_opens(tmp_path: Path) -> None:
     import sqlite3
 
@@ -421,17 +432,11 @@ def test_named_follows_retitles_and_deletes(make_index: Callable[[], SearchIndex
 
 
 def test_store_written_before_names_backfills(tmp_path: Path) -> None:
-    import sqlite3
-
     root = tmp_path / "index"
     ix = EmbeddedIndex.open(root, dim=DIM)
     ix.write([doc("a", ["text"], title="Skin Yard"), doc("b", ["text"], title="Ostava", groups=["hr"])])
     ix.close()
-    db = sqlite3.connect(root / "store.sqlite3")
-    db.execute("DROP TABLE names")
-    db.execute("DELETE FROM meta WHERE key='names_v2'")
-    db.commit()
-    db.close()
+    edit_store(root, "DROP TABLE names", "DELETE FROM meta WHERE key='names_v2'")
     ix = EmbeddedIndex.open(root, dim=DIM)
     try:
         assert named_docs(ix, ["Were Skin Yard and Ostava both from the U.S.?"], BOB) == ["a", "b"]
@@ -441,19 +446,17 @@ def test_store_written_before_names_backfills(tmp_path: Path) -> None:
 
 
 def test_store_keyed_by_an_older_name_key_is_rebuilt(tmp_path: Path) -> None:
-    import sqlite3
-
     root = tmp_path / "index"
     ix = EmbeddedIndex.open(root, dim=DIM)
     ix.write([doc("a", ["text"], title="Will &amp; Grace"), doc("b", ["text"], title="Ostava")])
     assert named_docs(ix, ["a page about Will & Grace"]) == ["a"]  # the title's escape decoded
     ix.close()
-    db = sqlite3.connect(root / "store.sqlite3")  # as names_v1 stored it: the escape spelled out
-    db.execute("UPDATE names SET name='Will amp Grace' WHERE doc_id='a'")
-    db.execute("DELETE FROM meta WHERE key='names_v2'")
-    db.execute("INSERT INTO meta (key, value) VALUES ('names_v1', '1')")
-    db.commit()
-    db.close()
+    edit_store(  # as names_v1 stored it: the escape spelled out
+        root,
+        "UPDATE names SET name='Will amp Grace' WHERE doc_id='a'",
+        "DELETE FROM meta WHERE key='names_v2'",
+        "INSERT INTO meta (key, value) VALUES ('names_v1', '1')",
+    )
     ix = EmbeddedIndex.open(root, dim=DIM)
     try:
         assert named_docs(ix, ["a page about Will & Grace"]) == ["a"]

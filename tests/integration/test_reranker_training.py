@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from services.models.reranker_card import render_card
 from services.models.reranker_export import export_reranker, read_manifest, spearman
 from services.rerank.onnx_reranker import OnnxReranker
 from tests.conftest import flat
@@ -115,6 +116,25 @@ def test_training_writes_both_variants_and_a_model_card(trained: Path) -> None:
     assert (onnx / "model.int8.onnx").stat().st_size < (onnx / "model.onnx").stat().st_size / 3
     card = (onnx / "MODEL_CARD.md").read_text()
     assert "rampart train reranker" in card and "| scifact |" in card and "val_mrr" in card
+    # the card reads which HotpotQA half trained it from the manifest: a cross-fitted one says so
+    assert manifest["hotpotqa_half"] == "train" and "Cross-fitted" not in card
+    crossed = render_card(
+        model_id="x",
+        command="c",
+        config={},
+        result={
+            "groups_by_source": {},
+            "val_groups": 0,
+            "steps": 1,
+            "pairs_seen": 1,
+            "seconds": 1.0,
+            "stopped_by": "max_steps",
+            "final_loss": 0.0,
+        },
+        mined={},
+        manifest={**manifest, "hotpotqa_half": "heldout"},
+    )
+    assert "**Cross-fitted**" in crossed and "Never serve it" in crossed
 
 
 def torch_scores(hf_dir: Path, pairs: list[tuple[str, str]], max_length: int) -> np.ndarray:
