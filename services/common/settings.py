@@ -303,6 +303,12 @@ class FactCheckSettings(BaseModel):
         description="Other documents with a near-copy that make a passage ADVERSARIAL; 0 = off "
         "(raise it for corpora full of mirrored or templated pages)",
     )
+    copy_subjects: bool = Field(
+        default=True,
+        description="A near-copy that opens with a name neither the passage nor the query uses (a template "
+        "family: '2011 Colorado Buffaloes football team' beside the 2009 page) does not count toward "
+        "copy_min_docs (services/common/subjects.py)",
+    )
     copy_border_threshold: float = Field(
         default=0.0,
         ge=0.0,

@@ -230,3 +230,10 @@ class ScoredChunk(BaseModel):
         description="For the first len(copy_neighbors) entries of copy_cosines (those at or above the "
         "search's copy_expand): that other chunk's own copy cosines (internal; null = not asked)",
     )
+    copy_leads: list[str] | None = Field(
+        default=None,
+        exclude=True,
+        description="For the first len(copy_leads) entries of copy_cosines (those at or above the "
+        "search's copy_leads): the name that other chunk opens with, '' if none (internal; null = not "
+        "asked)",
+    )

@@ -378,6 +378,7 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
             pb.CopyCosines(
                 values=s.copy_cosines,
                 neighbors=[pb.CopyCosines(values=n) for n in s.copy_neighbors or []],
+                leads=s.copy_leads or [],
             )
         )
     return m
@@ -395,20 +396,26 @@ def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
         copy_neighbors=[list(n.values) for n in m.copy_cosines.neighbors]
         if m.HasField("copy_cosines") and m.copy_cosines.neighbors
         else None,
+        copy_leads=list(m.copy_cosines.leads)
+        if m.HasField("copy_cosines") and m.copy_cosines.leads
+        else None,
     )
 
 
 def copy_cosines_to_pb(cosines: Mapping[int, Copies]) -> dict[int, pb.CopyCosines]:
     """``SearchIndex.copy_cosines``' answer as the ``CopyCosinesResponse.cosines`` map."""
     return {
-        cid: pb.CopyCosines(values=c.cosines, neighbors=[pb.CopyCosines(values=n) for n in c.neighbors])
+        cid: pb.CopyCosines(
+            values=c.cosines, neighbors=[pb.CopyCosines(values=n) for n in c.neighbors], leads=c.leads
+        )
         for cid, c in cosines.items()
     }
 
 
 def copy_cosines_from_pb(cosines: Mapping[int, pb.CopyCosines]) -> dict[int, Copies]:
     return {
-        int(cid): Copies(list(c.values), [list(n.values) for n in c.neighbors]) for cid, c in cosines.items()
+        int(cid): Copies(list(c.values), [list(n.values) for n in c.neighbors], list(c.leads))
+        for cid, c in cosines.items()
     }
 
 
@@ -426,6 +433,7 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
         vectors=p.vectors,
         copy_depth=p.copy_depth,
         copy_expand=p.copy_expand,
+        copy_leads=p.copy_leads,
         link_seeds=p.link_seeds,
         link_head=p.link_head,
         backlinks=p.backlinks,
@@ -458,12 +466,9 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
             raise invalid(f"{name} = {value} must be {bound}", field=name, value=value)
-    if not 0.0 <= m.copy_expand <= 1.0:
-        raise invalid(
-            f"copy_expand = {m.copy_expand} must be within 0..1 (0 = none)",
-            field="copy_expand",
-            value=m.copy_expand,
-        )
+    for name, cosine in (("copy_expand", m.copy_expand), ("copy_leads", m.copy_leads)):
+        if not 0.0 <= cosine <= 1.0:
+            raise invalid(f"{name} = {cosine} must be within 0..1 (0 = none)", field=name, value=cosine)
     problem = weights_problem(dict(m.weights))
     if problem is not None:
         raise invalid(problem[1], field=problem[0])
@@ -482,6 +487,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         vectors=m.vectors,
         copy_depth=m.copy_depth,
         copy_expand=m.copy_expand,
+        copy_leads=m.copy_leads,
         link_seeds=m.link_seeds,
         link_head=m.link_head,
         backlinks=m.backlinks,

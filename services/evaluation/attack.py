@@ -211,6 +211,7 @@ def first_stages(
         vectors=True,
         copy_depth=copies,
         copy_expand=settings.factcheck.copy_border_threshold if copies else 0.0,
+        copy_leads=settings.factcheck.copy_threshold if copies and settings.factcheck.copy_subjects else 0.0,
     )
     outcome = retriever.search(q.query, EVAL_PRINCIPAL, params)
     hits = outcome.hits

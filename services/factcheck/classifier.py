@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.common.settings import FactCheckSettings
+from services.common.subjects import subject_context
 from services.common.titles import MIN_TITLE_CHARS, clean_title, common_name, names, spelled
 from services.common.verdicts import Judgement, Verdict
 from services.factcheck.detectors import Signal
@@ -162,6 +163,10 @@ def decide(
                 neighbors=item.copy_neighbors,
                 border=settings.copy_border_threshold,
                 slack=settings.copy_border_slack,
+                leads=item.copy_leads,
+                words=subject_context(item.text, query)
+                if settings.copy_subjects and item.copy_leads
+                else None,
             )
         ).score > 0:
             verdicts[k] = (

@@ -62,6 +62,12 @@ class CheckInput(BaseModel):
         "search's copy_expand (ScoredChunk.copy_neighbors): they make this passage a border member of "
         "a planted group. None = not known",
     )
+    copy_leads: list[str] | None = Field(
+        default=None,
+        description="The opening name of each closest other document's chunk at or above the search's "
+        "copy_leads cosine (ScoredChunk.copy_leads, parallel to the head of copy_cosines): a copy that "
+        "opens with another subject's name does not count as planted. None = not known",
+    )
     embed: bool = Field(
         default=True,
         description="Embed the passage when it carries no vector. A caller holding the stored embedding "

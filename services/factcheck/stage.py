@@ -58,6 +58,7 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         vector=hit.vector,
         copy_cosines=hit.copy_cosines,
         copy_neighbors=hit.copy_neighbors,
+        copy_leads=hit.copy_leads,
     )
 
 

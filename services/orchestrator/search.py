@@ -40,6 +40,7 @@ class FactCheckOptions:
     context_depth: int = 0  # results down to this rank are near-duplicate peers of the judged ones
     copies: bool = False  # ask the index for claim-vector near-copies of the judged results
     copy_expand: float = 0.0  # and for the near-copies of their closest copies at this cosine (0 = no)
+    copy_leads: float = 0.0  # and the opening name of their closest copies at this cosine (0 = no)
 
 
 class SearchPipeline:
@@ -95,6 +96,7 @@ class SearchPipeline:
             context_depth=d.context_depth,
             copies=d.copy_min_docs > 0,
             copy_expand=d.copy_border_threshold if d.copy_min_docs > 0 else 0.0,
+            copy_leads=d.copy_threshold if d.copy_min_docs > 0 and d.copy_subjects else 0.0,
         )
 
     def for_check(
@@ -113,6 +115,7 @@ class SearchPipeline:
             vectors=True,
             copy_depth=max(params.copy_depth, copy_depth),
             copy_expand=max(params.copy_expand, fc.copy_expand if copy_depth else 0.0),
+            copy_leads=max(params.copy_leads, fc.copy_leads if copy_depth else 0.0),
         )
 
     def search(

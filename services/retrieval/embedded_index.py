@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import IndexSettings
+from services.common.subjects import lead_name
 from services.common.titles import mentioned_names
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
@@ -360,29 +361,39 @@ class EmbeddedIndex:
         return self.store.get_vectors(cids, self.dim)
 
     def copy_cosines(
-        self, cids: Sequence[int], principal: Principal, limit: int, *, expand: float = 0.0
+        self,
+        cids: Sequence[int],
+        principal: Principal,
+        limit: int,
+        *,
+        expand: float = 0.0,
+        leads: float = 0.0,
     ) -> dict[int, Copies]:
         if not 1 <= limit <= MAX_COPY_LIMIT:
             raise invalid(
                 f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
             )
-        if not 0.0 <= expand <= 1.0:
-            raise invalid(
-                f"expand = {expand} is out of range; use 0..1 (0 = none)", field="expand", value=expand
-            )
+        for name, value in (("expand", expand), ("leads", leads)):
+            if not 0.0 <= value <= 1.0:
+                raise invalid(
+                    f"{name} = {value} is out of range; use 0..1 (0 = none)", field=name, value=value
+                )
         closest = self._closest(list(cids), principal, limit)
-        if expand <= 0.0:
-            return {cid: Copies([cos for _, cos in near]) for cid, near in closest.items()}
         wanted = sorted({other for near in closest.values() for other, cos in near if cos >= expand})
-        theirs = self._closest(wanted, principal, limit) if wanted else {}
+        theirs = self._closest(wanted, principal, limit) if expand > 0.0 and wanted else {}
+        named = sorted({other for near in closest.values() for other, cos in near if cos >= leads})
+        opening = (
+            {cid: lead_name(c.text) for cid, c in self.chunks(named).items()} if leads > 0.0 and named else {}
+        )
         out: dict[int, Copies] = {}
         for cid, near in closest.items():
-            neighbors: list[list[float]] = []
-            for other, cos in near:
-                if cos < expand:
-                    break
-                neighbors.append([c for _, c in theirs.get(other, [])])
-            out[cid] = Copies([cos for _, cos in near], neighbors)
+            neighbors = (
+                [[c for _, c in theirs.get(other, [])] for other, cos in near if cos >= expand]
+                if expand > 0.0
+                else []
+            )
+            names = [opening.get(other, "") for other, cos in near if cos >= leads] if leads > 0.0 else []
+            out[cid] = Copies([cos for _, cos in near], neighbors, names)
         return out
 
     def _closest(

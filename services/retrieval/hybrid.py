@@ -56,6 +56,9 @@ class SearchParams:
     # > 0: their closest other documents at this cosine or above also get their own copy cosines
     # (``copy_neighbors``: the planted-copies rule's border members)
     copy_expand: float = 0.0
+    # > 0: their closest other documents at this cosine or above carry the name their chunk opens with
+    # (``copy_leads``: the planted-copies rule does not count a copy about another subject)
+    copy_leads: float = 0.0
     # > 0: the documents the top ``link_seeds`` fused results name by title join the head at its end
     # (at most ``LINK_SHARE`` of it): a two-hop question's second page is named by its first
     link_seeds: int = 0
@@ -179,7 +182,9 @@ class HybridRetriever:
         if params.copy_depth > 0:
             t1 = time.perf_counter()
             head = [f.key for f in fused[: params.copy_depth] if f.key in chunks]
-            copies = self.index.copy_cosines(head, principal, COPY_LIMIT, expand=params.copy_expand)
+            copies = self.index.copy_cosines(
+                head, principal, COPY_LIMIT, expand=params.copy_expand, leads=params.copy_leads
+            )
             timings["copies"] = (time.perf_counter() - t1) * 1000
         raw = {name: dict(hits) for name, hits in lists.items()}
         rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
@@ -198,6 +203,7 @@ class HybridRetriever:
                 copy_neighbors=copies[f.key].neighbors
                 if f.key in copies and params.copy_expand > 0
                 else None,
+                copy_leads=copies[f.key].leads if f.key in copies and params.copy_leads > 0 else None,
             )
             for f in fused
             if f.key in chunks

@@ -29,10 +29,14 @@ class Copies:
     first. ``neighbors``: for the first ``len(neighbors)`` of those (the ones at or above the caller's
     ``expand`` cosine), that closest chunk's *own* cosines, computed the same way — what lets the
     planted-copies detector grow a dense group to its border members (DBSCAN over the corpus).
+    ``leads``: for the first ``len(leads)`` of the cosines (those at or above the caller's ``leads``
+    cosine), the name that closest chunk opens with (``services.common.subjects.lead_name``, ``""`` if
+    none) — what tells a template family's pages from copies of one claim.
     """
 
     cosines: list[float]
     neighbors: list[list[float]] = field(default_factory=list)
+    leads: list[str] = field(default_factory=list)
 
 
 class SearchIndex(Protocol):
@@ -97,13 +101,20 @@ class SearchIndex(Protocol):
         ...
 
     def copy_cosines(
-        self, cids: Sequence[int], principal: Principal, limit: int, *, expand: float = 0.0
+        self,
+        cids: Sequence[int],
+        principal: Principal,
+        limit: int,
+        *,
+        expand: float = 0.0,
+        leads: float = 0.0,
     ) -> dict[int, Copies]:
         """For each chunk with a claim vector: the cosines between it and the claim vector of the
         closest chunk of each *other* document ``principal`` may read, highest first, at most
         ``limit``; with ``expand`` > 0, also the same cosines of each of those closest chunks that
-        lie at ``expand`` or above (``Copies.neighbors``). Chunks without a claim vector are
-        absent. Callers pass only ids they may read."""
+        lie at ``expand`` or above (``Copies.neighbors``); with ``leads`` > 0, the opening name of
+        each closest chunk at ``leads`` or above (``Copies.leads``). Chunks without a claim vector
+        are absent. Callers pass only ids they may read."""
         ...
 
     def named(

@@ -187,15 +187,14 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             raise invalid(
                 f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
             )
-        if not 0.0 <= request.expand <= 1.0:
-            raise invalid(
-                f"expand = {request.expand} is out of range; use 0..1 (0 = none)",
-                field="expand",
-                value=request.expand,
-            )
+        for name, value in (("expand", request.expand), ("leads", request.leads)):
+            if not 0.0 <= value <= 1.0:
+                raise invalid(
+                    f"{name} = {value} is out of range; use 0..1 (0 = none)", field=name, value=value
+                )
         cosines = await run_blocking(
             self.executor,
-            functools.partial(self.index.copy_cosines, expand=request.expand),
+            functools.partial(self.index.copy_cosines, expand=request.expand, leads=request.leads),
             list(request.cids),
             principal,
             limit,

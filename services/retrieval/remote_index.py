@@ -184,10 +184,20 @@ class RemoteIndex:
         return {int(k): wire.vector_from_bytes(v) for k, v in reply.vectors.items()}
 
     def copy_cosines(
-        self, cids: Sequence[int], principal: Principal, limit: int, *, expand: float = 0.0
+        self,
+        cids: Sequence[int],
+        principal: Principal,
+        limit: int,
+        *,
+        expand: float = 0.0,
+        leads: float = 0.0,
     ) -> dict[int, Copies]:
         request = index_pb2.CopyCosinesRequest(
-            cids=list(cids), principal=wire.principal_to_pb(principal), limit=limit, expand=expand
+            cids=list(cids),
+            principal=wire.principal_to_pb(principal),
+            limit=limit,
+            expand=expand,
+            leads=leads,
         )
         reply = self._caller.call(self._stub.CopyCosines, request, idempotent=True)
         return wire.copy_cosines_from_pb(reply.cosines)

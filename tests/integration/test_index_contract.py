@@ -342,6 +342,30 @@ def test_copy_neighbors_are_the_close_documents_own_copies(make_index: Callable[
             ix.copy_cosines([a0], ALICE, 8, expand=bad)
 
 
+def test_copy_leads_name_what_the_close_documents_open_with(make_index: Callable[[], SearchIndex]) -> None:
+    ix = make_index()
+    claim = "the moon is made of green cheese"
+    ix.write(
+        [
+            doc("a", ["The 2009 Moon Survey tokA found cheese."], claims=[claim]),
+            doc("b", ["The 2011 Moon Survey tokB found cheese."], claims=[claim]),
+            doc("c", ["renowned tokC found cheese."], claims=["the moon is made of green cheese indeed"]),
+            doc("d", ["Payroll Office tokD pays on friday."], claims=["payroll runs on the last friday"]),
+        ]
+    )
+    a0 = cid_of(ix, "a")
+    plain = ix.copy_cosines([a0], ALICE, 8)[a0]
+    assert plain.leads == []  # not asked for (leads 0)
+    moon = float(vec(claim) @ vec("the moon is made of green cheese indeed"))
+    far = float(vec(claim) @ vec("payroll runs on the last friday"))
+    got = ix.copy_cosines([a0], ALICE, 8, leads=(moon + far) / 2)[a0]
+    assert got.cosines == plain.cosines and got.neighbors == []
+    assert got.leads == ["2011 Moon Survey", ""]  # b and c reach the cosine; c opens with no name
+    for bad in (-0.1, 1.5):
+        with pytest.raises(RampartError, match="leads"):
+            ix.copy_cosines([a0], ALICE, 8, leads=bad)
+
+
 def test_claim_vectors_survive_reopen_and_rebuild(
     make_index: Callable[[], SearchIndex], tmp_path: Path
 ) -> None:

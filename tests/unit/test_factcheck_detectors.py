@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from services.common.subjects import subject_words
 from services.factcheck.detectors.claims import claim_conflict, extract_claims
 from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
@@ -295,3 +296,31 @@ def test_framing_flags_a_claim_framed_as_contrary_to_fact(text: str, frame: str)
 )
 def test_framing_leaves_descriptions_and_corrections_alone(text: str) -> None:
     assert detect_framing(text).score == 0.0
+
+
+def test_planted_copies_do_not_count_copies_about_another_subject() -> None:
+    passage = "The 1984 Tennessee Volunteers football team represented the University of Tennessee."
+    query = "Where did the 1984 Tennessee Volunteers play?"
+    words = subject_words((passage, query))
+    cosines = [0.91, 0.9, 0.5]
+    season = planted_copies(
+        cosines,
+        threshold=0.8,
+        min_copies=2,
+        leads=["1985 Tennessee Volunteers", "1983 Tennessee Volunteers"],
+        words=words,
+    )
+    assert season.score == 0  # sibling seasons of one template, each about its own year
+    assert planted_copies(cosines, threshold=0.8, min_copies=2).score == pytest.approx(0.9)  # without leads
+    planted = planted_copies(
+        cosines, threshold=0.8, min_copies=2, leads=["1984 Tennessee Volunteers", ""], words=words
+    )
+    assert planted.score == pytest.approx(0.9)  # paraphrases open with the question's own subject
+    mixed = planted_copies(
+        [0.95, 0.9, 0.85],
+        threshold=0.8,
+        min_copies=2,
+        leads=["1985 Tennessee Volunteers", "", ""],
+        words=words,
+    )
+    assert mixed.score == pytest.approx(0.85) and "1 about other subjects not counted" in mixed.evidence

@@ -202,13 +202,19 @@ def test_scored_chunk_copy_neighbors_round_trip() -> None:
         fused=0.3,
         copy_cosines=[0.9, 0.2],
         copy_neighbors=[[0.9, 0.85, 0.1]],
+        copy_leads=["2011 Colorado Buffaloes", ""],
     )
     back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(s)))  # type: ignore[arg-type]
     assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s
+    assert back.copy_leads == ["2011 Colorado Buffaloes", ""]
 
 
 def test_copy_cosines_map_round_trip() -> None:
-    cosines = {7: Copies([0.91, 0.4], [[0.91, 0.8]]), 12: Copies([]), 2**40: Copies([1.0])}
+    cosines = {
+        7: Copies([0.91, 0.4], [[0.91, 0.8]], ["Solidago speciosa"]),
+        12: Copies([]),
+        2**40: Copies([1.0]),
+    }
     m = index_pb2.CopyCosinesResponse(cosines=wire.copy_cosines_to_pb(cosines))
     assert wire.copy_cosines_from_pb(bytes_trip(m).cosines) == cosines  # type: ignore[attr-defined]
 
@@ -231,6 +237,7 @@ def test_search_request_round_trip_every_param() -> None:
             "vectors": True,
             "copy_depth": 5,
             "copy_expand": 0.7,
+            "copy_leads": 0.8,
             "link_seeds": 3,
             "link_head": 30,
             "backlinks": 2,
@@ -264,6 +271,7 @@ def test_outcome_round_trip() -> None:
         (lambda m: setattr(m, "copy_depth", -1), "copy_depth", "copy_depth = -1"),
         (lambda m: setattr(m, "copy_depth", 1001), "copy_depth", "copy_depth = 1001"),
         (lambda m: setattr(m, "copy_expand", 1.2), "copy_expand", "copy_expand = 1.2"),
+        (lambda m: setattr(m, "copy_leads", -0.5), "copy_leads", "copy_leads = -0.5"),
         (lambda m: setattr(m, "link_seeds", -1), "link_seeds", "link_seeds = -1"),
         (lambda m: setattr(m, "link_seeds", 21), "link_seeds", "link_seeds = 21"),
         (lambda m: setattr(m, "link_head", -2), "link_head", "link_head = -2"),

@@ -18,12 +18,20 @@ A genuine paragraph on the planted subject lies that close as well, but farther 
 the core's own copies lie (measured on dev: a median 0.16 below the core's ``min_copies``-th copy,
 planted siblings 0.03), so with ``slack`` < 1 a border member must also lie within ``slack`` of
 that copy: it must look like one of the group, not only near it.
+
+Template families (season pages, species of one genus, battles of one campaign) are near-copies of
+one another too, each about its own subject, which it names first. So with ``leads`` (the opening
+name of each close copy, :func:`~services.common.subjects.lead_name`, from the index) a copy whose
+opening name holds a word neither the passage nor the query uses does not count when the passage
+opens with a name too (:func:`~services.common.subjects.other_subject`): planted paraphrases open
+with the question's own entities.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from services.common.subjects import other_subject
 from services.factcheck.detectors import Signal
 
 
@@ -35,26 +43,39 @@ def planted_copies(
     neighbors: Sequence[Sequence[float]] | None = None,
     border: float = 0.0,
     slack: float = 1.0,
+    leads: Sequence[str] | None = None,
+    words: frozenset[str] | None = None,
 ) -> Signal:
     """Core: score = the ``min_copies``-th highest cosine when at least ``min_copies`` reach
     ``threshold``. Border (``border`` > 0): score = the cosine to the closest core neighbour at
     ``border`` or above and no more than ``slack`` below that neighbour's ``min_copies``-th copy
-    (``neighbors`` is parallel to the head of ``cosines``)."""
+    (``neighbors`` is parallel to the head of ``cosines``). ``leads`` (parallel to the head of
+    ``cosines`` too) with ``words`` (``subject_context``; ``None`` = no such test): copies about
+    another subject are left out of both counts."""
     if not cosines or min_copies < 1:
         return Signal.none()
-    close = sorted((c for c in cosines if c >= threshold), reverse=True)
+    others = (
+        {i: name for i, lead in enumerate(leads or ()) if (name := other_subject(lead, words)) is not None}
+        if words is not None
+        else {}
+    )
+    close = sorted((c for i, c in enumerate(cosines) if c >= threshold and i not in others), reverse=True)
     if len(close) >= min_copies:
         score = float(close[min_copies - 1])
         shown = ", ".join(f"{c:.2f}" for c in close[:5])
+        skipped = f"; {len(others)} about other subjects not counted" if others else ""
         return Signal(
             round(min(1.0, score), 4),
-            f"{len(close)} other documents say nearly the same (claim cosine {shown} >= {threshold:.2f})",
+            f"{len(close)} other documents say nearly the same (claim cosine {shown} >= {threshold:.2f})"
+            + skipped,
         )
     if border <= 0.0 or not neighbors:
         return Signal.none()
-    for cos, theirs in zip(cosines, neighbors, strict=False):
+    for i, (cos, theirs) in enumerate(zip(cosines, neighbors, strict=False)):
         if cos < border:
             break
+        if i in others:
+            continue
         own = sorted((c for c in theirs if c >= threshold), reverse=True)
         if len(own) >= min_copies and cos >= own[min_copies - 1] - slack:
             within = f", as close as its own copies ({own[min_copies - 1]:.2f})" if slack < 1.0 else ""

@@ -641,6 +641,7 @@ class CopyCosines(_message.Message):
 
     VALUES_FIELD_NUMBER: _builtins.int
     NEIGHBORS_FIELD_NUMBER: _builtins.int
+    LEADS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Cosines, highest first."""
@@ -651,15 +652,22 @@ class CopyCosines(_message.Message):
         (the ones at or above `expand`), each computed like `values`.
         """
 
+    @_builtins.property
+    def leads(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """When asked for (`leads`): the name each of the first `len(leads)` closest chunks opens with
+        (those at or above `leads`; "" = none), which tells a template family from copies of one claim.
+        """
+
     def __init__(
         self,
         *,
         values: _abc.Iterable[_builtins.float] | None = ...,
         neighbors: _abc.Iterable[Global___CopyCosines] | None = ...,
+        leads: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["neighbors", b"neighbors", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leads", b"leads", "neighbors", b"neighbors", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -809,11 +809,16 @@ class CopyCosinesRequest(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     EXPAND_FIELD_NUMBER: _builtins.int
+    LEADS_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     """Cosines wanted at most per chunk (one per other document), 1..64."""
     expand: _builtins.float
     """0 = none; else 0..1: the closest chunks at this cosine or above also get their own cosines
     (`CopyCosines.neighbors`).
+    """
+    leads: _builtins.float
+    """0 = none; else 0..1: the closest chunks at this cosine or above also get the name they open
+    with (`CopyCosines.leads`).
     """
     @_builtins.property
     def cids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -830,10 +835,11 @@ class CopyCosinesRequest(_message.Message):
         principal: _types_pb2.Principal | None = ...,
         limit: _builtins.int = ...,
         expand: _builtins.float = ...,
+        leads: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "expand", b"expand", "limit", b"limit", "principal", b"principal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "expand", b"expand", "leads", b"leads", "limit", b"limit", "principal", b"principal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

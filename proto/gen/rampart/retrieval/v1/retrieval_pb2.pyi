@@ -149,6 +149,7 @@ class SearchRequest(_message.Message):
     LINK_SEEDS_FIELD_NUMBER: _builtins.int
     LINK_HEAD_FIELD_NUMBER: _builtins.int
     BACKLINKS_FIELD_NUMBER: _builtins.int
+    COPY_LEADS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -179,6 +180,10 @@ class SearchRequest(_message.Message):
     """0 = none; else 0..10: with `link_seeds`, at most this many documents that name those hits by
     title (the best for the query by BM25) join the head after the named ones (`scores["backlink"]`
     = 1.0 on each).
+    """
+    copy_leads: _builtins.float
+    """0 = none; else 0..1: those hits' closest chunks at this cosine or above also carry the name they
+    open with (`ScoredChunk.copy_cosines.leads`).
     """
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
@@ -215,10 +220,11 @@ class SearchRequest(_message.Message):
         link_seeds: _builtins.int = ...,
         link_head: _builtins.int = ...,
         backlinks: _builtins.int = ...,
+        copy_leads: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backlinks", b"backlinks", "bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "fill_missing", b"fill_missing", "filters", b"filters", "link_head", b"link_head", "link_seeds", b"link_seeds", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backlinks", b"backlinks", "bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "copy_leads", b"copy_leads", "fill_missing", b"fill_missing", "filters", b"filters", "link_head", b"link_head", "link_seeds", b"link_seeds", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
