@@ -14,7 +14,12 @@ train half; the features (``PAIR_FEATURES``) say nothing about HotpotQA in parti
   titles the question itself names (every page retrieved for that name mentions it);
 - ``qnamed``: how many of the two have titles the question names;
 - ``cov_union`` / ``cov_gain``: share of the question's content terms the two hold together, and what
-  the pair adds over the better of the two alone (complementary passages, not two copies of one).
+  the pair adds over the better of the two alone (complementary passages, not two copies of one);
+- ``soft_links``: the larger, over the two directions, of the share of one's title terms (content
+  terms as ``cov_*`` reads them, without the trailing parenthetical and the question's terms) the
+  other's text holds: a page names its bridge loosely as often as by its exact title ("2014 FIFA
+  World Cup" as "in 2014 … FIFA World Cup", "Boston, Lincolnshire" as "the Boston district of
+  Lincolnshire").
 
 Usage::
 
@@ -38,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.titles import names, spelled
+from services.common.titles import clean_title, names, spelled
 from services.common.types import ScoredChunk
 from services.factcheck.text import terms
 from services.rerank.stage import RerankStage
@@ -46,7 +51,17 @@ from services.rerank.stage import RerankStage
 Array = npt.NDArray[np.float64]
 
 PAIR_DEPTH = 20  # default of chain.pair_depth: documents whose pairs are scored (190 pairs)
-PAIR_FEATURES = ("lrank_hi", "lrank_lo", "p_hi", "p_lo", "links", "qnamed", "cov_union", "cov_gain")
+PAIR_FEATURES = (
+    "lrank_hi",
+    "lrank_lo",
+    "p_hi",
+    "p_lo",
+    "links",
+    "qnamed",
+    "cov_union",
+    "cov_gain",
+    "soft_links",
+)
 FORMAT = "rampart-pairs-v1"
 WEIGHTS_FILE = "weights.json"
 CARD_FILE = "MODEL_CARD.md"
@@ -84,6 +99,8 @@ def pair_features(question: str, docs: Sequence[PairDoc]) -> tuple[Array, list[t
     said = [spelled(d.text) for d in docs]
     named = [names(asked, d.title) for d in docs]
     probs = [_prob(d.logit) for d in docs]
+    title_terms = [[t for t in terms(clean_title(d.title)) if t not in wanted] for d in docs]
+    text_terms = [set(terms(d.text)) for d in docs]
     pairs = list(combinations(range(len(docs)), 2))
     rows = []
     for i, j in pairs:
@@ -102,9 +119,15 @@ def pair_features(question: str, docs: Sequence[PairDoc]) -> tuple[Array, list[t
                 float(named[i]) + float(named[j]),
                 union,
                 union - best,
+                max(_held(title_terms[j], text_terms[i]), _held(title_terms[i], text_terms[j])),
             ]
         )
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(PAIR_FEATURES)), pairs
+
+
+def _held(title: Sequence[str], text: set[str]) -> float:
+    """Share of ``title``'s terms ``text`` holds (0 for a title with none left)."""
+    return sum(w in text for w in title) / len(title) if title else 0.0
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,23 @@ def test_a_title_the_question_names_is_no_link() -> None:
     assert x[0][COL["links"]] == 0.0
 
 
+def test_soft_links_count_a_title_named_loosely() -> None:
+    question = "Where was the world cup hosted that Algeria first reached the round of 16?"
+    algeria = PairDoc(
+        "Algeria at the FIFA World Cup", "Algeria reached the last 16 in 2014 at the FIFA World Cup.", 2.0
+    )
+    cup = PairDoc("2014 FIFA World Cup", "The 20th FIFA World Cup was held in Brazil.", 0.0)
+    rugby = PairDoc("1991 Rugby World Cup (final)", "The second Rugby World Cup was held in England.", 0.0)
+    x, pairs = pair_features(question, [algeria, cup, rugby])
+    assert pairs == [(0, 1), (0, 2), (1, 2)]
+    algeria_cup, algeria_rugby, _ = x
+    # "2014 FIFA World Cup" less the question's words ("world", "cup"): "2014" and "fifa", both in
+    # Algeria's page, which never spells the exact title (no link)
+    assert algeria_cup[COL["links"]] == 0.0 and algeria_cup[COL["soft_links"]] == 1.0
+    # "1991 Rugby": neither in Algeria's page; "Algeria", "FIFA" of Algeria's title: not in the rugby page
+    assert algeria_rugby[COL["soft_links"]] == 0.0
+
+
 def test_the_best_pair_goes_first_then_the_rest_by_their_share_of_the_pairs() -> None:
     pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     scores = np.array([0.0, 0.0, 0.0, 0.0, 5.0, 1.0])  # (1, 3) best; 2 shares the next best pair
