@@ -342,7 +342,7 @@ def _bridges(
     ran: a detector's ADVERSARIAL verdict is never undone."""
     asked = _terms(query)
     relevant = [
-        (items[k].doc_id, items[k].title, _spelled(items[k].text), asked & _terms(items[k].text))
+        (items[k].doc_id, items[k].title, _spelled(items[k].text), _terms(items[k].text))
         for k, v in enumerate(verdicts)
         if v is None
     ]
@@ -351,12 +351,22 @@ def _bridges(
         if v is None or v[0] is not Verdict.IRRELEVANT:
             continue
         doc, title = items[k].doc_id, items[k].title
-        namer = next((t for d, t, text, _ in relevant if d != doc and title and names(text, title)), None)
+        # named loosely counts too: every title term the query does not use, in any order and case
+        # ("A41" for "A41 road" asked as "what road", "the cranberry" for "Cranberry")
+        loose = _terms(clean_title(title)) - asked if title else frozenset()
+        namer = next(
+            (
+                t
+                for d, t, text, said in relevant
+                if d != doc and title and (names(text, title) or (loose and loose <= said))
+            ),
+            None,
+        )
         adds = asked & _terms(items[k].text)
         if namer is None and adds:
             own = _spelled(items[k].text)
             namer = next(
-                (t for d, t, _, held in relevant if d != doc and t and adds - held and names(own, t)), None
+                (t for d, t, _, said in relevant if d != doc and t and adds - said and names(own, t)), None
             )
         if namer is not None:
             out[k] = clean_title(namer) or namer

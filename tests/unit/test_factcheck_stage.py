@@ -329,6 +329,24 @@ def test_a_page_a_relevant_page_names_is_a_bridge_not_irrelevant() -> None:
     assert [j.verdict for j in judge([hostile, ruler])] == [Verdict.ADVERSARIAL, Verdict.IRRELEVANT]
 
 
+def test_a_page_a_relevant_page_names_loosely_is_a_bridge() -> None:
+    query = "Which major truck road runs through Backford Cross?"
+    village = item(
+        "village",
+        "Backford Cross is a village in Cheshire; the A41 truck road runs through it.",
+        title="Backford Cross",
+    )
+    road = item("road", "It links London with Birkenhead.", logit=-10.0, title="A41 road")
+    out = judge([village, road], query=query)
+    # "A41 road" is never spelled out, but "A41" (the title's one term the query does not use) is said
+    assert [j.verdict for j in out] == [Verdict.RELEVANT, Verdict.RELEVANT]
+    assert out[1].reason == "a bridge: the relevant passage 'Backford Cross' names it"
+    elsewhere = village.model_copy(
+        update={"text": "Backford Cross is a village in Cheshire on a truck road."}
+    )
+    assert judge([elsewhere, road], query=query)[1].verdict is Verdict.IRRELEVANT
+
+
 def test_a_page_naming_a_relevant_page_is_a_bridge_when_it_holds_what_the_question_asks() -> None:
     q = "What type of international forum did the former Soviet statesman initiate in the nineties?"
     leader = item(
