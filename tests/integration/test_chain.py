@@ -20,7 +20,7 @@ from services.orchestrator.chain import ChainRetriever
 from services.orchestrator.named_titles import LINK_DEPTH
 from services.orchestrator.orchestrator import Ask
 from services.orchestrator.pair_order import PAIR_FEATURES, PairModel
-from services.orchestrator.plan import QueryType
+from services.orchestrator.plan import Complexity, QueryType, Route
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.subqueries import HeuristicProposer, LlmProposer
 from services.rerank.reranker import Reranker
@@ -156,6 +156,22 @@ def test_routed_complex_question_orders_its_verified_pair_first(
     unordered = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
     assert "pairs" not in unordered.timings_ms
     assert docs(by_rank.outcome)[:2] == docs(unordered.outcome)[:2]
+
+
+@pytest.mark.parametrize(
+    ("complexity", "ordered"), [(Complexity.HIGH, True), (Complexity.MEDIUM, True), (Complexity.LOW, False)]
+)
+def test_a_two_hop_question_routed_simple_still_gets_its_pair_ordered(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, complexity: Complexity, ordered: bool
+) -> None:
+    # the type head's mistake (Simple: one search, no chain) should not also cost the ordering
+    orchestrator = rt.orchestrator
+    assert orchestrator.router is not None
+    simple = Route(QueryType.SIMPLE, complexity, 0.9, reason="test")
+    monkeypatch.setattr(orchestrator.router, "classify", lambda query, history: simple)
+    done = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
+    assert done.route.type is QueryType.SIMPLE and done.chain is None
+    assert ("pairs" in done.timings_ms) is ordered
 
 
 @pytest.mark.parametrize("question", [BRIDGE, "Who was Ed Wood?"])
