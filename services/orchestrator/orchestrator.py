@@ -88,9 +88,9 @@ def orders_pairs(route: Route) -> bool:
     """Whether the evidence-pair stage orders this route's results: Complex questions, and any the
     router gives medium or high complexity. A two-hop question the type head calls Simple gets one
     search, and its pair is then found only by the pair model (HotpotQA train half, every question
-    forced to the Simple plan: all_supporting@2/@5 0.511/0.816 unordered, 0.860/0.960 ordered); a
-    single-fact question (low complexity) keeps the reranker's order, which the pair model would
-    spoil (NQ-open dev, every route ordered: all_supporting@2 0.956 -> 0.700; medium and high only:
+    forced to the Simple plan: all_supporting@2/@5 0.511/0.816 unordered, 0.860/0.960 with every route
+    ordered, the pair model fitted on those questions); a single-fact question (low complexity)
+    keeps the reranker's order, which the pair model would spoil (NQ-open dev, every route ordered: all_supporting@2 0.956 -> 0.700; medium and high only:
     0.956 -> 0.954)."""
     return route.type is QueryType.COMPLEX or route.complexity is not Complexity.LOW
 

@@ -379,12 +379,10 @@ class EmbeddedIndex:
                     f"{name} = {value} is out of range; use 0..1 (0 = none)", field=name, value=value
                 )
         closest = self._closest(list(cids), principal, limit)
-        wanted = sorted({other for near in closest.values() for other, cos in near if cos >= expand})
-        theirs = self._closest(wanted, principal, limit) if expand > 0.0 and wanted else {}
-        named = sorted({other for near in closest.values() for other, cos in near if cos >= leads})
-        opening = (
-            {cid: lead_name(c.text) for cid, c in self.chunks(named).items()} if leads > 0.0 and named else {}
-        )
+        wanted = _reaching(closest, expand)
+        theirs = self._closest(wanted, principal, limit) if wanted else {}
+        named = _reaching(closest, leads)
+        opening = {cid: lead_name(c.text) for cid, c in self.chunks(named).items()} if named else {}
         out: dict[int, Copies] = {}
         for cid, near in closest.items():
             neighbors = (
@@ -430,6 +428,13 @@ class EmbeddedIndex:
     def stats(self) -> dict[str, int]:
         n_chunks, _ = self.store.length_stats()
         return {"chunks": n_chunks, **{f"documents_{k}": v for k, v in self.store.counts_by_state().items()}}
+
+
+def _reaching(closest: dict[int, list[tuple[int, float]]], floor: float) -> list[int]:
+    """The close chunks at ``floor`` or above, once each (none when ``floor`` is 0: not asked for)."""
+    if floor <= 0.0:
+        return []
+    return sorted({other for near in closest.values() for other, cos in near if cos >= floor})
 
 
 def _stale(index: FaissVectorIndex, truth: set[int]) -> bool:
