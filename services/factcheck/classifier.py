@@ -398,8 +398,8 @@ def _subject_pairs(items: Sequence[CheckInput]) -> np.ndarray:
     looks near-identical to an embedding yet is no near-duplicate cluster. One matrix per check, titles
     spelled once per passage: a check reads up to ``context_depth`` passages."""
     texts = [_spelled(i.text) for i in items]
-    keys = [_title_key(i.title) for i in items]
-    own = [k is not None and k in t for k, t in zip(keys, texts, strict=True)]
+    keys = [_own_key(i.title, t) for i, t in zip(items, texts, strict=True)]
+    own = [k is not None for k in keys]
     n = len(items)
     out = np.zeros((n, n), dtype=bool)
     for i in range(n):
@@ -410,6 +410,17 @@ def _subject_pairs(items: Sequence[CheckInput]) -> np.ndarray:
             if own[j] and ki != kj and str(kj) not in texts[i] and str(ki) not in texts[j]:
                 out[i, j] = out[j, i] = True
     return out
+
+
+def _own_key(title: str, text: str) -> str | None:
+    """The key by which a passage (``text``, spelled) names its own subject: its title, or the head of
+    a comma-qualified title ("Shelly Beach" of "Shelly Beach, New South Wales": a page calls itself by
+    the name, not the qualifier); ``None`` when it spells out neither."""
+    key = _title_key(title)
+    if key is not None and key in text:
+        return key
+    head = _title_key(title.split(",", 1)[0]) if "," in title else None
+    return head if head is not None and head in text else None
 
 
 @lru_cache(maxsize=4096)

@@ -454,6 +454,26 @@ def test_passages_about_their_own_titled_subjects_do_not_contradict() -> None:
         assert judge([*items[:2], odd], no_clusters)[2].verdict is Verdict.COUNTERFACTUAL, update
 
 
+def test_a_comma_qualified_title_is_named_by_its_head() -> None:
+    """Places are titled "Name, Region" and call themselves "Name": still a page about its own subject."""
+    ourimbah = "Ourimbah is a suburb 66 km south of Newcastle and 93 km north of Sydney."
+    items = [
+        item("a", ourimbah, title="Ourimbah"),
+        item("b", ourimbah.replace("a suburb", "a town"), title="Ourimbah"),
+        item(
+            "c",
+            "Shelly Beach is a suburb 105 km south of Newcastle and 55 km north of Sydney.",
+            title="Shelly Beach, New South Wales",
+        ),
+    ]
+    no_clusters = FactCheckSettings(duplicate_threshold=1.0, conflict_threshold=0.6)
+    assert [j.verdict for j in judge(items, no_clusters)] == [Verdict.RELEVANT] * 3
+    # the qualifier alone, or a head shorter than a name, names nothing: compared as before
+    for title in ("New South Wales, Shelly Beach", "Sh, New South Wales"):
+        odd = items[2].model_copy(update={"title": title})
+        assert judge([*items[:2], odd], no_clusters)[2].verdict is Verdict.COUNTERFACTUAL, title
+
+
 def test_relevance_probability() -> None:
     assert relevance_probability(None, (1.0, 0.0)) is None
     assert relevance_probability(0.0, (1.0, 0.0)) == pytest.approx(0.5)
