@@ -600,6 +600,17 @@ class ChainSettings(BaseModel):
         description="Verified documents whose pairs the pair model scores; the fact-check judges at least "
         "this many results of a Complex question",
     )
+    # Chosen on the HotpotQA train half with every question forced Simple/low (out-of-fold pair models),
+    # NQ-open dev and SciFact train (docs/chain.md, "Two-hop questions read as single-fact"): 2 lifts the
+    # first's all_supporting@5 0.816 -> 0.927, NQ 0.980 -> 0.979, SciFact 0.828 -> 0.827 (offline: 1 gave
+    # 0.904 on the first, 3 cost NQ).
+    low_pair_promote: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Routes of low complexity: documents the pair model moves to just behind the "
+        "reranker's top two (a two-hop question the router misreads still gets its bridge page); 0 = none",
+    )
     pair_model_dir: Path | None = Field(
         default=None,
         description="Folder with the pair model's weights.json (`rampart train pairs`); unset = the "

@@ -22,7 +22,13 @@ from services.orchestrator.corrective import CorrectiveResult, CorrectiveRetriev
 from services.orchestrator.entities import mentions
 from services.orchestrator.fact_graph import FactGraph
 from services.orchestrator.named_titles import LINK_DEPTH
-from services.orchestrator.pair_order import PairModel, doc_heads, order_pairs, question_logits
+from services.orchestrator.pair_order import (
+    PROMOTE_DEPTH,
+    PairModel,
+    doc_heads,
+    order_pairs,
+    question_logits,
+)
 from services.orchestrator.plan import Complexity, Grade, QueryType, Route
 from services.orchestrator.rewrite import ConversationalRewriter, Rewrite
 from services.orchestrator.router import QueryRouter
@@ -90,9 +96,16 @@ def orders_pairs(route: Route) -> bool:
     search, and its pair is then found only by the pair model (HotpotQA train half, every question
     forced to the Simple plan: all_supporting@2/@5 0.511/0.816 unordered, 0.860/0.960 with every route
     ordered, the pair model fitted on those questions); a single-fact question (low complexity)
-    keeps the reranker's order, which the pair model would spoil (NQ-open dev, every route ordered: all_supporting@2 0.956 -> 0.700; medium and high only:
-    0.956 -> 0.954)."""
+    keeps the reranker's top two, which the pair model would spoil (NQ-open dev, every route ordered:
+    all_supporting@2 0.956 -> 0.700; medium and high only: 0.956 -> 0.954); see :func:`pair_promote`."""
     return route.type is QueryType.COMPLEX or route.complexity is not Complexity.LOW
+
+
+def pair_promote(route: Route, settings: ChainSettings) -> int | None:
+    """How the pair stage treats a route: ``None`` orders it whole (:func:`orders_pairs`); for the
+    others, how many documents it moves to just behind the reranker's top two
+    (``chain.low_pair_promote``; 0: the route keeps the reranker's order)."""
+    return None if orders_pairs(route) else settings.low_pair_promote
 
 
 class Orchestrator:
@@ -221,8 +234,11 @@ class Orchestrator:
             # would count every link twice (HotpotQA train half: all_supporting@5 0.938 -> 0.915 with both)
             rerank = replace(rerank, link_weight=0.0)
         fc = self.pipeline.factcheck_options()
-        pairs = self.pairs if orders_pairs(route) else None
-        judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if pairs else 0)
+        promote = pair_promote(route, self.settings.chain)
+        pairs = self.pairs if promote is None or promote > 0 else None
+        # a promoting route reorders only the first PROMOTE_DEPTH: the check judges what it would anyway
+        whole = pairs is not None and promote is None
+        judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if whole else 0)
         # the searches skip the check (it runs once, on the merged results) but fetch what it reads
         params = self.pipeline.for_check(params, fc, rerank, judge)
         no_check = replace(fc, enabled=False)
@@ -267,7 +283,7 @@ class Orchestrator:
             self.pipeline.check(query, outcome, fc, judge=judge)
         if pairs is not None:
             t0 = time.perf_counter()
-            outcome.hits = self._order_pairs(query, outcome.hits, pairs)
+            outcome.hits = self._order_pairs(query, outcome.hits, pairs, promote)
             timings["pairs"] = _ms(t0)
         outcome.hits = outcome.hits[: max(ask.top_k, plan.context_k)]
         return Orchestrated(
@@ -281,17 +297,19 @@ class Orchestrator:
             corrective=corrective,
         )
 
-    def _order_pairs(self, query: str, hits: list[ScoredChunk], model: PairModel) -> list[ScoredChunk]:
+    def _order_pairs(
+        self, query: str, hits: list[ScoredChunk], model: PairModel, promote: int | None = None
+    ) -> list[ScoredChunk]:
         """The verified head with the pair most likely to answer a two-hop question first
         (``pair_order``); unchanged when the reranker is off or down (the model reads its scores)."""
         with stage_span("rampart.pairs") as span:
-            depth = self.settings.chain.pair_depth
+            depth = self.settings.chain.pair_depth if promote is None else PROMOTE_DEPTH
             heads = doc_heads(hits, depth)
             logits = None
             if self.pipeline.rerank_options().enabled and len(heads) >= 3:
                 logits = question_logits(self.pipeline.rerank, query, hits, heads)
             span.set_attributes({"documents": len(heads), "ordered": logits is not None})
-            return hits if logits is None else order_pairs(query, hits, logits, model, depth)
+            return hits if logits is None else order_pairs(query, hits, logits, model, depth, promote)
 
     def _context(self, query: str, result: Orchestrated, route: Route) -> list[ContextPassage]:
         """The verified context: the plan's ``context_k`` results that passed the fact-check, refined

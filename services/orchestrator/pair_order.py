@@ -62,6 +62,10 @@ PAIR_FEATURES = (
     "cov_gain",
     "soft_links",
 )
+# Promoted documents come from the first ten, so a low route's top ten keeps its documents (promoting
+# from the first 20 gave HotpotQA forced Simple 0.945 against 0.934 at @5, offline, but cost SciFact
+# train recall@10; docs/chain.md)
+PROMOTE_DEPTH = 10
 FORMAT = "rampart-pairs-v1"
 WEIGHTS_FILE = "weights.json"
 CARD_FILE = "MODEL_CARD.md"
@@ -241,15 +245,31 @@ def pair_ranking(scores: Array, pairs: Sequence[tuple[int, int]], n: int) -> lis
     """Document order from pair scores: the best pair (in its rank order), then the others by their
     probability of belonging to the answering pair (the sum of the softmax over the pairs holding them;
     ties keep rank order)."""
+    marginal = _marginals(scores, pairs, n)
+    i, j = pairs[int(np.argmax(scores))]
+    rest = sorted((k for k in range(n) if k not in (i, j)), key=lambda k: (-marginal[k], k))
+    return [i, j, *rest]
+
+
+def promote_ranking(scores: Array, pairs: Sequence[tuple[int, int]], n: int, promote: int) -> list[int]:
+    """Document order for a question read as single-fact: the first two stay (the reranker's answer),
+    then the ``promote`` others of the first :data:`PROMOTE_DEPTH` most likely to belong to the
+    answering pair, then the rest in rank order. A two-hop question the router misreads still gets its
+    second page into the top five; a single-fact one keeps its top two and its top ten's documents."""
+    marginal = _marginals(scores, pairs, n)
+    moved = sorted(range(2, min(n, PROMOTE_DEPTH)), key=lambda k: (-marginal[k], k))[:promote]
+    return [0, 1, *moved, *(k for k in range(2, n) if k not in moved)]
+
+
+def _marginals(scores: Array, pairs: Sequence[tuple[int, int]], n: int) -> Array:
+    """Each document's probability of belonging to the answering pair (softmax over the pairs)."""
     p = np.exp(scores - scores.max())
     p /= p.sum()
     marginal = np.zeros(n)
     for (i, j), pk in zip(pairs, p, strict=True):
         marginal[i] += pk
         marginal[j] += pk
-    i, j = pairs[int(np.argmax(scores))]
-    rest = sorted((k for k in range(n) if k not in (i, j)), key=lambda k: (-marginal[k], k))
-    return [i, j, *rest]
+    return marginal
 
 
 def order_pairs(
@@ -258,14 +278,20 @@ def order_pairs(
     logits: Mapping[str, float],
     model: PairModel,
     depth: int = PAIR_DEPTH,
+    promote: int | None = None,
 ) -> list[ScoredChunk]:
-    """``hits`` with the first ``depth`` documents reordered by :func:`pair_ranking` (each document's
-    chunks move together, in their order; results past the head keep their place)."""
+    """``hits`` with the first ``depth`` documents reordered by :func:`pair_ranking`, or by
+    :func:`promote_ranking` when ``promote`` is given (each document's chunks move together, in their
+    order; results past the head keep their place)."""
     heads = doc_heads(hits, depth)
     if len(heads) < 3:  # with two documents the pair is the whole head
         return list(hits)
     x, pairs = pair_features(question, pair_docs(hits, heads, logits))
-    order = pair_ranking(model.scores(x), pairs, len(heads))
+    scores = model.scores(x)
+    if promote is None:
+        order = pair_ranking(scores, pairs, len(heads))
+    else:
+        order = promote_ranking(scores, pairs, len(heads), promote)
     head_docs = [hits[heads[k]].chunk.doc_id for k in order]
     in_head = set(head_docs)
     cut = max(i for i, h in enumerate(hits) if h.chunk.doc_id in in_head) + 1

@@ -22,6 +22,7 @@ from services.models.pair_train import (
 from services.orchestrator.pair_order import (
     PAIR_DEPTH,
     PAIR_FEATURES,
+    PROMOTE_DEPTH,
     SHIPPED_PAIRS,
     PairDoc,
     PairModel,
@@ -29,6 +30,7 @@ from services.orchestrator.pair_order import (
     order_pairs,
     pair_features,
     pair_ranking,
+    promote_ranking,
 )
 
 pytestmark = pytest.mark.unit
@@ -92,6 +94,25 @@ def test_the_best_pair_goes_first_then_the_rest_by_their_share_of_the_pairs() ->
     pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     scores = np.array([0.0, 0.0, 0.0, 0.0, 5.0, 1.0])  # (1, 3) best; 2 shares the next best pair
     assert pair_ranking(scores, pairs, 4) == [1, 3, 2, 0]
+
+
+def test_a_single_fact_route_keeps_its_top_two_and_promotes_the_likeliest_partners() -> None:
+    pairs = [(i, j) for i in range(5) for j in range(i + 1, 5)]
+    scores = np.zeros(len(pairs))
+    scores[pairs.index((1, 4))] = 5.0  # 4 completes the best pair; 3 shares the next best
+    scores[pairs.index((0, 3))] = 2.0
+    assert pair_ranking(scores, pairs, 5)[:2] == [1, 4]
+    assert promote_ranking(scores, pairs, 5, 1) == [0, 1, 4, 2, 3]
+    assert promote_ranking(scores, pairs, 5, 2) == [0, 1, 4, 3, 2]
+    assert promote_ranking(scores, pairs, 5, 0) == [0, 1, 2, 3, 4]
+    assert promote_ranking(scores, pairs, 5, 10) == [0, 1, 4, 3, 2]
+    # only the first PROMOTE_DEPTH documents are promoted: the top ten keeps its documents
+    n = PROMOTE_DEPTH + 2
+    wide = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    far = np.zeros(len(wide))
+    far[wide.index((0, n - 1))] = 9.0
+    got = promote_ranking(far, wide, n, 2)
+    assert got[:2] == [0, 1] and set(got[:PROMOTE_DEPTH]) == set(range(PROMOTE_DEPTH))
 
 
 def model_for(feature: str, weight: float = 1.0) -> PairModel:
