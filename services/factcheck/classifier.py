@@ -415,7 +415,8 @@ def _subject_pairs(items: Sequence[CheckInput]) -> np.ndarray:
 def _own_key(title: str, text: str) -> str | None:
     """The key by which a passage (``text``, spelled) names its own subject: its title, or the head of
     a comma-qualified title ("Shelly Beach" of "Shelly Beach, New South Wales": a page calls itself by
-    the name, not the qualifier); ``None`` when it spells out neither."""
+    the name, not the qualifier); ``None`` when it spells out neither. Here only, not in
+    ``titles.names``: a head alone ("Shelly Beach") names too many pages to count as a link."""
     key = _title_key(title)
     if key is not None and key in text:
         return key

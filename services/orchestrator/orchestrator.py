@@ -235,10 +235,9 @@ class Orchestrator:
             rerank = replace(rerank, link_weight=0.0)
         fc = self.pipeline.factcheck_options()
         promote = pair_promote(route, self.settings.chain)
-        pairs = self.pairs if promote is None or promote > 0 else None
+        pairs = self.pairs if promote != 0 else None
         # a promoting route reorders only the first PROMOTE_DEPTH: the check judges what it would anyway
-        whole = pairs is not None and promote is None
-        judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if whole else 0)
+        judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if pairs and promote is None else 0)
         # the searches skip the check (it runs once, on the merged results) but fetch what it reads
         params = self.pipeline.for_check(params, fc, rerank, judge)
         no_check = replace(fc, enabled=False)
@@ -300,8 +299,9 @@ class Orchestrator:
     def _order_pairs(
         self, query: str, hits: list[ScoredChunk], model: PairModel, promote: int | None = None
     ) -> list[ScoredChunk]:
-        """The verified head with the pair most likely to answer a two-hop question first
-        (``pair_order``); unchanged when the reranker is off or down (the model reads its scores)."""
+        """The verified head with the pair most likely to answer a two-hop question first, or, with
+        ``promote`` (:func:`pair_promote`), its likeliest partners behind the top two (``pair_order``);
+        unchanged when the reranker is off or down (the model reads its scores)."""
         with stage_span("rampart.pairs") as span:
             depth = self.settings.chain.pair_depth if promote is None else PROMOTE_DEPTH
             heads = doc_heads(hits, depth)
