@@ -36,9 +36,9 @@ def eval_router(
     held-out labelled queries (HotpotQA-500 heldout half, NQ held-out half and their follow-ups), and
     p50/p95 latency of one classify call."""
     from services.common.errors import invalid
+    from services.models.router_data import load_labelled, split_rows
     from services.models.router_train import evaluate_router, measure_latency
-    from services.orchestrator.router import QueryRouter
-    from services.orchestrator.router_data import load_labelled, split_rows
+    from services.orchestrator.routing.router import QueryRouter
     from services.retrieval.embedder import build_embedder
 
     settings = load_settings()

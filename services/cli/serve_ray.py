@@ -30,8 +30,8 @@ def serve_ray(
 ) -> None:
     """Serve the orchestrator on Ray Serve (distributed mode); the gateway calls POST /v1/search."""
     try:
-        from services.orchestrator import serve_app
-        from services.orchestrator.serve_config import LiveTunables
+        from services.orchestrator.serving import serve_app
+        from services.orchestrator.serving.serve_config import LiveTunables
     except ImportError as exc:
         print_error(f"{exc}; install the serve extra: pip install -e '.[serve]'")
         raise typer.Exit(code=2) from exc

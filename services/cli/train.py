@@ -328,7 +328,7 @@ def train_pairs_cmd(
         featurise,
         fit_pairs,
     )
-    from services.orchestrator.pair_order import CARD_FILE
+    from services.orchestrator.chain.pair_order import CARD_FILE
     from services.rerank.onnx_reranker import load_manifest
     from services.rerank.reranker import build_reranker
     from services.retrieval.embedder import build_embedder

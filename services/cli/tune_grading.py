@@ -39,7 +39,7 @@ from services.cli.ui import (
 )
 from services.common.errors import RampartError, invalid
 from services.common.settings import GradingSettings, RampartSettings
-from services.orchestrator.grading import FEATURES, features
+from services.orchestrator.corrective.grading import FEATURES, features
 
 DEFAULT_SETS = ["hotpotqa_dev500::test::train", "scifact::train", "@train-cache/nq_open_oracle::train"]
 
@@ -111,7 +111,7 @@ def report(cases: list[Case], g: GradingSettings) -> dict[str, Any]:
     """AUC, and per true label the share graded Correct / Ambiguous / Incorrect."""
     from sklearn.metrics import roc_auc_score
 
-    from services.orchestrator.grading import grade_of, logistic
+    from services.orchestrator.corrective.grading import grade_of, logistic
 
     _, y = matrix(cases)
     scores = np.asarray([logistic(c.features, g.weights, g.bias) for c in cases])
@@ -204,7 +204,7 @@ def tune_grading(
         fit_cases = [c for c in cases if half_of(c.qid) == "fit"]
         held = [c for c in cases if half_of(c.qid) == "report"]
         weights, bias = fit(fit_cases)
-        from services.orchestrator.grading import logistic
+        from services.orchestrator.corrective.grading import logistic
 
         x_scores = np.asarray([logistic(c.features, weights, bias) for c in fit_cases])
         correct, incorrect = thresholds(x_scores, matrix(fit_cases)[1], precision)
@@ -270,7 +270,7 @@ def tune_refinement(
     from services.evaluation.beir import load_beir
     from services.evaluation.runner import EVAL_PRINCIPAL, eval_index
     from services.evaluation.splits import select_queries
-    from services.orchestrator.refine import KnowledgeRefiner
+    from services.orchestrator.corrective.refine import KnowledgeRefiner
     from services.orchestrator.search import SearchPipeline
     from services.rerank.reranker import build_reranker
     from services.rerank.stage import RerankStage

@@ -155,7 +155,7 @@ def tune_routing(
     from services.evaluation.beir import load_beir
     from services.evaluation.metrics import validate_metrics
     from services.evaluation.splits import select_queries
-    from services.orchestrator.router import QueryRouter
+    from services.orchestrator.routing.router import QueryRouter
     from services.retrieval.embedder import build_embedder
 
     settings = load_settings()

@@ -16,7 +16,7 @@ from services.common.settings import RampartSettings
 from services.evaluation.beir import BeirDataset
 from services.evaluation.runner import EVAL_PRINCIPAL, ROUTED_DEPTH, eval_index, served_pipeline
 from services.models.pair_train import PairExample
-from services.orchestrator.pair_order import doc_heads, pair_docs, question_logits
+from services.orchestrator.chain.pair_order import doc_heads, pair_docs, question_logits
 from services.orchestrator.plan import QueryType
 from services.rerank.reranker import Reranker
 from services.rerank.score_cache import ScoreCache

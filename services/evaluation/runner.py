@@ -21,9 +21,9 @@ from services.common.types import Acl, Document, FusionMethod, Principal, Scored
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.metrics import evaluate_run_per_query, latency_summary
 from services.ingest.service import IngestService, Outcome
-from services.orchestrator.chain import ChainRetriever
+from services.orchestrator.chain.retriever import ChainRetriever
+from services.orchestrator.chain.subqueries import build_proposer
 from services.orchestrator.search import SearchPipeline
-from services.orchestrator.subqueries import build_proposer
 from services.rerank.reranker import Reranker
 from services.rerank.score_cache import ScoreCache
 from services.rerank.stage import Mode, RerankStage

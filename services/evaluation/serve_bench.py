@@ -26,10 +26,10 @@ from services.common.types import Acl, Document
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress
 from services.gateway.schemas import FactCheckOptionsIn, RerankOptionsIn, SearchRequest
-from services.orchestrator.messages import PipelineSearchRequest
+from services.orchestrator.serving.messages import PipelineSearchRequest
 
 if TYPE_CHECKING:
-    from services.orchestrator.pipeline_service import PipelineService
+    from services.orchestrator.serving.pipeline_service import PipelineService
 
 SHAPES = ("full", "retrieval")
 
@@ -67,7 +67,7 @@ def run_serve_bench(
     other processes on the machine hits all three alike. The rerank score cache is off, or whichever
     mode ran a query second would be timed on cached scores.
     """
-    from services.orchestrator.pipeline_service import PipelineService
+    from services.orchestrator.serving.pipeline_service import PipelineService
 
     chosen = list(dataset.queries.values())[: queries + warmup]
     calls = {shape: requests_for(chosen, shape, top_k) for shape in SHAPES}
@@ -105,7 +105,7 @@ def _interleaved(
 ) -> dict[str, float]:
     import httpx
 
-    from services.orchestrator import serve_app
+    from services.orchestrator.serving import serve_app
 
     timings: dict[str, list[float]] = {}
     started = time.perf_counter()

@@ -44,8 +44,8 @@ from services.gateway.schemas import (
     SearchResponse,
 )
 from services.ingest.service import Outcome
-from services.orchestrator.messages import PipelineAnswerRequest, PipelineSearchRequest
 from services.orchestrator.runtime import Runtime
+from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineSearchRequest
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from services.common.otel import trace_headers
 from services.common.settings import RampartSettings, RemoteSettings
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.ingest.ingestor import Ingestor, LocalIngestor
-from services.orchestrator.http_app import InProcessBackend, OrchestratorBackend
-from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
+from services.orchestrator.serving.http_app import InProcessBackend, OrchestratorBackend
+from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 
 if TYPE_CHECKING:
     from services.orchestrator.runtime import Runtime
@@ -36,7 +36,7 @@ class GatewayBackends:
 
     @classmethod
     def embedded(cls, runtime: Runtime) -> GatewayBackends:
-        from services.orchestrator.pipeline_service import PipelineService
+        from services.orchestrator.serving.pipeline_service import PipelineService
 
         return cls(
             runtime.settings,
@@ -84,7 +84,7 @@ class GatewayBackends:
 
 
 class HttpOrchestrator:
-    """The orchestrator's Serve HTTP ingress (``services.orchestrator.http_app``) as a backend.
+    """The orchestrator's Serve HTTP ingress (``services.orchestrator.serving.http_app``) as a backend.
 
     The principal travels in the body, so the ingress must trust its caller: the shared
     ``remote.internal_token`` proves it. Trace context goes as W3C ``traceparent``.

@@ -57,7 +57,7 @@ def install_shipped_router(
     import json
 
     from services.models.router_train import install_router
-    from services.orchestrator.router import WEIGHTS_FILE, RouterWeights
+    from services.orchestrator.routing.router import WEIGHTS_FILE, RouterWeights
 
     say = progress or (lambda _m: None)
     try:

@@ -1,4 +1,4 @@
-"""Fit the evidence-pair model (``rampart train pairs``; ``services/orchestrator/pair_order.py``).
+"""Fit the evidence-pair model (``rampart train pairs``; ``services/orchestrator/chain/pair_order.py``).
 
 A conditional logit: for each training question, the pairs of its verified head documents compete in
 one softmax, and the pair holding both supporting documents should win. Fitted with L-BFGS on an
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize  # type: ignore[import-untyped]
 
-from services.orchestrator.pair_order import (
+from services.orchestrator.chain.pair_order import (
     PAIR_FEATURES,
     Array,
     PairDoc,
@@ -151,7 +151,7 @@ def card(model: PairModel, summary: dict[str, Any]) -> str:
         f"Built {summary['created']} by `{summary['command']}`.",
         "",
         "## What it is",
-        "The evidence-pair model of the adaptive pipeline (`services/orchestrator/pair_order.py`,",
+        "The evidence-pair model of the adaptive pipeline (`services/orchestrator/chain/pair_order.py`,",
         'docs/chain.md "Evidence pairs"): a conditional logit over the pairs of a Complex question\'s',
         "verified top documents; the best pair goes first, the rest by their chance of being in it.",
         "",

@@ -21,7 +21,7 @@ def render_router_card(manifest: dict[str, Any]) -> str:
         "```",
         "",
         "## What it is",
-        "The query router of the adaptive orchestrator (`services/orchestrator/router.py`): two multinomial",
+        "The query router of the adaptive orchestrator (`services/orchestrator/routing/router.py`): two multinomial",
         "logistic regressions, one for AdaptiveRAG's query type (simple / conversational / complex) and one",
         "for HyPA's complexity (low / medium / high). Inputs: "
         f"{len(manifest.get('cheap_features', []))} cheap cues (standardised) and the",
@@ -29,7 +29,7 @@ def render_router_card(manifest: dict[str, Any]) -> str:
         f"(x {manifest.get('embedding_scale')}).",
         "Weights are numpy arrays (`weights.npz`, loaded without pickle); serving needs no scikit-learn.",
         "",
-        "## Training data (`services/orchestrator/router_data.py`; docs/routing.md)",
+        "## Training data (`services/models/router_data.py`; docs/routing.md)",
         "- HotpotQA-500 `train` half → complex (comparison → medium, bridge → high); NQ-open oracle",
         "  questions of the `train` hash half → simple/low; follow-ups derived from both (pronoun or",
         "  ellipsis, source question as the last turn) → conversational with the source's complexity;",

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from services.models.router_data import LabelledQuery
 from services.orchestrator.plan import Complexity, QueryType
-from services.orchestrator.router import LinearHead, QueryRouter, RouterWeights
-from services.orchestrator.router_data import LabelledQuery
-from services.orchestrator.router_features import Vector, cheap_features, feature_matrix
+from services.orchestrator.routing.features import Vector, cheap_features, feature_matrix
+from services.orchestrator.routing.router import LinearHead, QueryRouter, RouterWeights
 from services.retrieval.embedder import Embedder
 
 Progress = Callable[[str, int, int], None]
@@ -231,7 +231,7 @@ def train_router(
     """Build the labelled queries, fit on the train part, measure on the held-out part, write the
     artifact (weights, manifest with counts and figures, model card) to ``out_dir``."""
     from services.models.router_card import render_router_card
-    from services.orchestrator.router_data import load_labelled, split_rows
+    from services.models.router_data import load_labelled, split_rows
 
     rows = load_labelled(data_dir, seed=cfg.seed, nq_limit=nq_limit)
     train, heldout = split_rows(rows, "train"), split_rows(rows, "heldout")
@@ -263,7 +263,7 @@ def train_router(
 
 
 def _spec(weights: RouterWeights) -> dict[str, Any]:
-    from services.orchestrator.router_features import CHEAP_FEATURES
+    from services.orchestrator.routing.features import CHEAP_FEATURES
 
     return {"cheap_features": list(CHEAP_FEATURES), "embedding_scale": weights.embedding_scale}
 
@@ -272,7 +272,7 @@ def install_router(model_dir: Path, dest: Path) -> Path:
     """Copy a trained router to ``dest`` (the served location), manifest last."""
     import shutil
 
-    from services.orchestrator.router import CARD_FILE, MANIFEST_FILE, WEIGHTS_FILE
+    from services.orchestrator.routing.router import CARD_FILE, MANIFEST_FILE, WEIGHTS_FILE
 
     RouterWeights.load(model_dir)  # refuses a broken folder before touching dest
     tmp = dest.with_name(dest.name + ".tmp")

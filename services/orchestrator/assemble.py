@@ -5,18 +5,18 @@ from __future__ import annotations
 from services.common.llm_client import ChatClient
 from services.common.settings import RampartSettings
 from services.orchestrator.answer import ExtractiveAnswerer, LlmAnswerer
-from services.orchestrator.corrective import CorrectiveRetrieval
-from services.orchestrator.grading import RetrievalGrader
+from services.orchestrator.chain.pair_order import SHIPPED_PAIRS, PairModel
+from services.orchestrator.chain.subqueries import HeuristicProposer, LlmProposer, Proposer
+from services.orchestrator.conversation.rewrite import ConversationalRewriter
+from services.orchestrator.conversation.sessions import build_session_store
+from services.orchestrator.corrective.grading import RetrievalGrader
+from services.orchestrator.corrective.refine import KnowledgeRefiner
+from services.orchestrator.corrective.retrieval import CorrectiveRetrieval
+from services.orchestrator.corrective.rewrite_query import QueryRewriter
+from services.orchestrator.corrective.secondary import build_secondary
 from services.orchestrator.orchestrator import Orchestrator
-from services.orchestrator.pair_order import SHIPPED_PAIRS, PairModel
-from services.orchestrator.refine import KnowledgeRefiner
-from services.orchestrator.rewrite import ConversationalRewriter
-from services.orchestrator.rewrite_query import QueryRewriter
-from services.orchestrator.router import build_router
+from services.orchestrator.routing.router import build_router
 from services.orchestrator.search import SearchPipeline
-from services.orchestrator.secondary import build_secondary
-from services.orchestrator.sessions import build_session_store
-from services.orchestrator.subqueries import HeuristicProposer, LlmProposer, Proposer
 from services.retrieval.embedder import Embedder
 
 

@@ -17,24 +17,24 @@ from services.common.settings import ChainSettings, RampartSettings, RoutePlan
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import Principal, ScoredChunk, SearchFilters
 from services.orchestrator.answer import Answer, ContextPassage, ExtractiveAnswerer, LlmAnswerer
-from services.orchestrator.chain import ChainResult, ChainRetriever
-from services.orchestrator.corrective import CorrectiveResult, CorrectiveRetrieval
-from services.orchestrator.entities import mentions
-from services.orchestrator.fact_graph import FactGraph
-from services.orchestrator.named_titles import LINK_DEPTH
-from services.orchestrator.pair_order import (
+from services.orchestrator.chain.named_titles import LINK_DEPTH
+from services.orchestrator.chain.pair_order import (
     PROMOTE_DEPTH,
     PairModel,
     doc_heads,
     order_pairs,
     question_logits,
 )
+from services.orchestrator.chain.retriever import ChainResult, ChainRetriever
+from services.orchestrator.chain.subqueries import Proposer
+from services.orchestrator.conversation.entities import mentions
+from services.orchestrator.conversation.fact_graph import FactGraph
+from services.orchestrator.conversation.rewrite import ConversationalRewriter, Rewrite
+from services.orchestrator.conversation.sessions import Session, SessionStore, Turn, new_session
+from services.orchestrator.corrective.retrieval import CorrectiveResult, CorrectiveRetrieval
 from services.orchestrator.plan import Complexity, Grade, QueryType, Route
-from services.orchestrator.rewrite import ConversationalRewriter, Rewrite
-from services.orchestrator.router import QueryRouter
+from services.orchestrator.routing.router import QueryRouter
 from services.orchestrator.search import SearchPipeline
-from services.orchestrator.sessions import Session, SessionStore, Turn, new_session
-from services.orchestrator.subqueries import Proposer
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 
 RESULT_ENTITY_HITS = 3  # top results whose entities join the session's fact graph

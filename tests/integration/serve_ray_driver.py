@@ -20,10 +20,10 @@ from services.common.settings import RampartSettings, ServeSettings
 from services.common.types import Document, Principal
 from services.evaluation.serve_bench import descendants
 from services.gateway.schemas import AnswerRequest, AnswerResponse, SearchRequest, SearchResponse
-from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
-from services.orchestrator.pipeline_service import PipelineService
 from services.orchestrator.runtime import Runtime
-from services.orchestrator.serve_config import LiveTunables
+from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
+from services.orchestrator.serving.pipeline_service import PipelineService
+from services.orchestrator.serving.serve_config import LiveTunables
 
 HANDBOOK = [
     {
@@ -90,7 +90,7 @@ def summary(resp: SearchResponse | dict[str, Any]) -> dict[str, Any]:
 
 
 def main(work: Path, models_dir: Path, port: int, out: Path) -> None:
-    from services.orchestrator import serve_app
+    from services.orchestrator.serving import serve_app
 
     report: dict[str, Any] = {}
     settings = RampartSettings(

@@ -21,8 +21,8 @@ from services.common.otel import configure_tracing, current_trace_id, flush_trac
 from services.common.settings import RampartSettings, ServeSettings
 from services.common.types import Document, Principal
 from services.gateway.schemas import SearchRequest
-from services.orchestrator.messages import PipelineSearchRequest
 from services.orchestrator.runtime import Runtime
+from services.orchestrator.serving.messages import PipelineSearchRequest
 from tests.integration.otlp_receiver import OtlpReceiver, has_names
 from tests.trace_topology import SEARCH_SERVE
 
@@ -43,7 +43,7 @@ DOCS = [
 
 
 def main(work: Path, models_dir: Path, port: int, out: Path) -> None:
-    from services.orchestrator import serve_app
+    from services.orchestrator.serving import serve_app
 
     receiver = OtlpReceiver().start()
     os.environ.update(receiver.env())  # before ray.init: every replica inherits it

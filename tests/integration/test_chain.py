@@ -16,13 +16,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from services.common.net import free_port
 from services.common.settings import ChainSettings, FactCheckSettings, LlmSettings, RampartSettings
 from services.common.types import Acl, Document, Principal
-from services.orchestrator.chain import ChainRetriever
-from services.orchestrator.named_titles import LINK_DEPTH
+from services.orchestrator.chain.named_titles import LINK_DEPTH
+from services.orchestrator.chain.pair_order import PAIR_FEATURES, PairModel
+from services.orchestrator.chain.retriever import ChainRetriever
+from services.orchestrator.chain.subqueries import HeuristicProposer, LlmProposer
 from services.orchestrator.orchestrator import Ask
-from services.orchestrator.pair_order import PAIR_FEATURES, PairModel
 from services.orchestrator.plan import Complexity, QueryType, Route
 from services.orchestrator.runtime import Runtime
-from services.orchestrator.subqueries import HeuristicProposer, LlmProposer
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import SearchOutcome, SearchParams

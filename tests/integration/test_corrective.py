@@ -25,13 +25,13 @@ from services.common.settings import (
     SecondarySourceSettings,
 )
 from services.common.types import Acl, Document, Principal
-from services.orchestrator.corrective import CorrectiveRetrieval
-from services.orchestrator.grading import RetrievalGrader
+from services.orchestrator.corrective.grading import RetrievalGrader
+from services.orchestrator.corrective.refine import KnowledgeRefiner
+from services.orchestrator.corrective.retrieval import CorrectiveRetrieval
+from services.orchestrator.corrective.rewrite_query import QueryRewriter
+from services.orchestrator.corrective.secondary import HttpSource, SecondarySource, TenantSource
 from services.orchestrator.plan import Grade
-from services.orchestrator.refine import KnowledgeRefiner
-from services.orchestrator.rewrite_query import QueryRewriter
 from services.orchestrator.runtime import Runtime
-from services.orchestrator.secondary import HttpSource, SecondarySource, TenantSource
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
-from services.orchestrator.pair_order import PAIR_FEATURES, PairModel
+from services.orchestrator.chain.pair_order import PAIR_FEATURES, PairModel
 
 pytestmark = pytest.mark.integration
 

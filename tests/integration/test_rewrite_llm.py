@@ -10,9 +10,9 @@ import pytest
 from services.common.llm_client import ChatClient
 from services.common.net import free_port
 from services.common.settings import LlmSettings
-from services.orchestrator.entities import mentions
-from services.orchestrator.fact_graph import FactGraph
-from services.orchestrator.rewrite import ConversationalRewriter
+from services.orchestrator.conversation.entities import mentions
+from services.orchestrator.conversation.fact_graph import FactGraph
+from services.orchestrator.conversation.rewrite import ConversationalRewriter
 from tests.integration.scripted_llm import Scripted, chat
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from services.common.settings import LlmSettings
-from services.orchestrator.rewrite_query import QueryRewriter, rule_rewrite
+from services.orchestrator.corrective.rewrite_query import QueryRewriter, rule_rewrite
 from tests.integration.llm_server import LlamaServer
 from tests.integration.scripted_llm import Scripted, chat
 

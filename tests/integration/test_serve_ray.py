@@ -25,10 +25,10 @@ from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal
 from services.gateway.schemas import SearchRequest
-from services.orchestrator.http_app import InProcessBackend, create_orchestrator_app
-from services.orchestrator.messages import PipelineSearchRequest
-from services.orchestrator.pipeline_service import PipelineService
 from services.orchestrator.runtime import Runtime
+from services.orchestrator.serving.http_app import InProcessBackend, create_orchestrator_app
+from services.orchestrator.serving.messages import PipelineSearchRequest
+from services.orchestrator.serving.pipeline_service import PipelineService
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from tests.conftest import REPO

@@ -10,8 +10,8 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
 from services.common.settings import SessionSettings
 from services.common.types import Principal
-from services.orchestrator.session_redis import RedisSessionStore
-from services.orchestrator.sessions import Turn, build_session_store, new_session
+from services.orchestrator.conversation.session_redis import RedisSessionStore
+from services.orchestrator.conversation.sessions import Turn, build_session_store, new_session
 from tests.integration.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration

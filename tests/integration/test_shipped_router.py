@@ -9,7 +9,7 @@ import pytest
 
 from services.models.build import SHIPPED_ROUTER
 from services.orchestrator.plan import Complexity, QueryType
-from services.orchestrator.router import QueryRouter
+from services.orchestrator.routing.router import QueryRouter
 from services.retrieval.embedder import Embedder
 
 pytestmark = pytest.mark.integration

@@ -12,14 +12,14 @@ from services.common.errors import RampartError
 from services.common.settings import ChainSettings, RampartSettings
 from services.common.types import Chunk, ScoredChunk
 from services.factcheck.text import terms
-from services.orchestrator.chain import ChainRetriever, relevance, stand_apart
-from services.orchestrator.orchestrator import plan_chain
-from services.orchestrator.subqueries import (
+from services.orchestrator.chain.retriever import ChainRetriever, relevance, stand_apart
+from services.orchestrator.chain.subqueries import (
     HeuristicProposer,
     coverage,
     parse_queries,
     unresolved_words,
 )
+from services.orchestrator.orchestrator import plan_chain
 from services.retrieval.hybrid import SearchOutcome
 
 pytestmark = pytest.mark.unit

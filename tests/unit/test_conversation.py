@@ -10,11 +10,11 @@ import pytest
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import SessionSettings
 from services.common.types import Principal
-from services.orchestrator.entities import MAX_MENTIONS, entity_key, mentions
-from services.orchestrator.fact_graph import MAX_FACTS, FactGraph
-from services.orchestrator.rewrite import ConversationalRewriter
-from services.orchestrator.session_memory import MemorySessionStore
-from services.orchestrator.sessions import Turn, new_session
+from services.orchestrator.conversation.entities import MAX_MENTIONS, entity_key, mentions
+from services.orchestrator.conversation.fact_graph import MAX_FACTS, FactGraph
+from services.orchestrator.conversation.rewrite import ConversationalRewriter
+from services.orchestrator.conversation.session_memory import MemorySessionStore
+from services.orchestrator.conversation.sessions import Turn, new_session
 
 pytestmark = pytest.mark.unit
 

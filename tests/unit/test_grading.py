@@ -10,12 +10,12 @@ from pydantic import SecretStr, ValidationError
 from services.common.errors import RampartError
 from services.common.settings import FactCheckSettings, GradingSettings, SecondarySourceSettings
 from services.common.types import Chunk, ScoredChunk
-from services.orchestrator.corrective import _merge
-from services.orchestrator.grading import FEATURES, RetrievalGrader, features, grade_of, logistic
+from services.orchestrator.corrective.grading import FEATURES, RetrievalGrader, features, grade_of, logistic
+from services.orchestrator.corrective.refine import RefinedContext, Strip, locate, strip_scores
+from services.orchestrator.corrective.retrieval import _merge
+from services.orchestrator.corrective.rewrite_query import parse_rewrite, rule_rewrite
+from services.orchestrator.corrective.secondary import HttpSource, SharedOnlyPrincipal
 from services.orchestrator.plan import Grade
-from services.orchestrator.refine import RefinedContext, Strip, locate, strip_scores
-from services.orchestrator.rewrite_query import parse_rewrite, rule_rewrite
-from services.orchestrator.secondary import HttpSource, SharedOnlyPrincipal
 from services.retrieval.hybrid import SearchOutcome
 
 pytestmark = pytest.mark.unit
@@ -173,7 +173,7 @@ def test_merge_keeps_primary_first_and_each_chunk_once() -> None:
 
 
 def test_a_tenant_source_needs_a_valid_tenant_name() -> None:
-    from services.orchestrator.secondary import TenantSource, build_secondary
+    from services.orchestrator.corrective.secondary import TenantSource, build_secondary
 
     with pytest.raises(RampartError, match="RAMPART_GRADING__SECONDARY__TENANT"):
         build_secondary(SecondarySourceSettings(kind="tenant"), None)  # type: ignore[arg-type]
@@ -183,7 +183,7 @@ def test_a_tenant_source_needs_a_valid_tenant_name() -> None:
 
 
 def test_select_keeps_each_passages_best_and_opening_strip_then_fills() -> None:
-    from services.orchestrator.refine import select
+    from services.orchestrator.corrective.refine import select
 
     # (passage rank, text, start, end): passage 0 has 3 strips, passage 1 has 2
     rows = [
@@ -208,7 +208,7 @@ def test_select_keeps_each_passages_best_and_opening_strip_then_fills() -> None:
 def test_result_summary_is_json_ready_and_carries_no_text() -> None:
     import json
 
-    from services.orchestrator.corrective import CorrectiveResult
+    from services.orchestrator.corrective.retrieval import CorrectiveResult
 
     r = CorrectiveResult(
         Grade.AMBIGUOUS, 0.6, "both", {"p_max": 0.5}, [], [], RefinedContext([]), "secret words", "rule"

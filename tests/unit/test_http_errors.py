@@ -52,7 +52,7 @@ class _UnusedBackend:
 def test_orchestrator_ingress_answers_routing_errors_in_the_house_shape() -> None:
     from fastapi.testclient import TestClient
 
-    from services.orchestrator.http_app import create_orchestrator_app
+    from services.orchestrator.serving.http_app import create_orchestrator_app
 
     client = TestClient(create_orchestrator_app(_UnusedBackend(), token=None))  # type: ignore[arg-type]
     missing = client.get("/v1/nowhere")

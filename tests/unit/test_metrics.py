@@ -19,7 +19,7 @@ from services.common.telemetry import ContextFilter
 from services.common.tracing import stage_span
 from services.common.types import Principal
 from services.gateway.schemas import SearchRequest
-from services.orchestrator.messages import PipelineSearchRequest
+from services.orchestrator.serving.messages import PipelineSearchRequest
 from tests.trace_topology import SEARCH_EMBEDDED_CELERY, edges, missing
 
 pytestmark = pytest.mark.unit

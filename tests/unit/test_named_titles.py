@@ -6,8 +6,8 @@ import pytest
 
 from services.common.settings import ChainSettings
 from services.common.types import Chunk, ScoredChunk
-from services.orchestrator.chain import ChainRetriever
-from services.orchestrator.named_titles import linked_next, linked_second, named_first, named_pair
+from services.orchestrator.chain.named_titles import linked_next, linked_second, named_first, named_pair
+from services.orchestrator.chain.retriever import ChainRetriever
 from services.retrieval.hybrid import SearchOutcome
 
 pytestmark = pytest.mark.unit

@@ -19,7 +19,7 @@ from services.models.pair_train import (
     featurise,
     fit_pairs,
 )
-from services.orchestrator.pair_order import (
+from services.orchestrator.chain.pair_order import (
     PAIR_DEPTH,
     PAIR_FEATURES,
     PROMOTE_DEPTH,

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import RampartError
-from services.orchestrator.plan import Complexity, QueryType
-from services.orchestrator.router_data import (
+from services.models.router_data import (
     SourceQuestion,
     build_labelled,
     hotpot_is_comparison,
@@ -18,6 +17,7 @@ from services.orchestrator.router_data import (
     load_labelled,
     load_nq,
 )
+from services.orchestrator.plan import Complexity, QueryType
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.orchestrator.router_features import CHEAP_FEATURES, MAX_QUERY_CHARS, cheap_features
+from services.orchestrator.routing.features import CHEAP_FEATURES, MAX_QUERY_CHARS, cheap_features
 
 pytestmark = pytest.mark.unit
 

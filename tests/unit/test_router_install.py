@@ -12,7 +12,7 @@ import pytest
 
 from services.common.errors import RampartError
 from services.models.build import SHIPPED_ROUTER, install_shipped_router
-from services.orchestrator.router import RouterWeights
+from services.orchestrator.routing.router import RouterWeights
 
 pytestmark = pytest.mark.unit
 

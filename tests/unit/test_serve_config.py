@@ -7,8 +7,8 @@ import pytest
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings, ServeSettings
 from services.gateway.schemas import ErrorBody, SearchResponse
-from services.orchestrator.messages import PipelineReply
-from services.orchestrator.serve_config import (
+from services.orchestrator.serving.messages import PipelineReply
+from services.orchestrator.serving.serve_config import (
     LiveTunables,
     ServeAppArgs,
     apply_tunables,
@@ -110,7 +110,7 @@ def test_reply_unwraps_to_the_original_error() -> None:
 
 
 def test_build_app_refuses_several_pipeline_replicas_on_the_embedded_index() -> None:
-    from services.orchestrator.serve_app import build_app
+    from services.orchestrator.serving.serve_app import build_app
 
     settings = RampartSettings(serve=ServeSettings(pipeline_max_replicas=2))
     with pytest.raises(RampartError) as err:

@@ -14,7 +14,7 @@ import redis
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import SessionSettings
 from services.common.types import Principal
-from services.orchestrator.sessions import (
+from services.orchestrator.conversation.sessions import (
     Session,
     check_session_id,
     owner_key,

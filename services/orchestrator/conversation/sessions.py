@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import SessionSettings
 from services.common.types import Principal
-from services.orchestrator.fact_graph import FactGraph
+from services.orchestrator.conversation.fact_graph import FactGraph
 
 SESSION_ID = re.compile(r"s_[A-Za-z0-9_\-]{16,64}")
 
@@ -95,9 +95,9 @@ class SessionStore(Protocol):
 
 def build_session_store(settings: SessionSettings) -> SessionStore:
     if settings.backend == "redis":
-        from services.orchestrator.session_redis import RedisSessionStore
+        from services.orchestrator.conversation.session_redis import RedisSessionStore
 
         return RedisSessionStore(settings)
-    from services.orchestrator.session_memory import MemorySessionStore
+    from services.orchestrator.conversation.session_memory import MemorySessionStore
 
     return MemorySessionStore(settings)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
 from services.factcheck.text import STOP_WORDS, WORD, terms
-from services.orchestrator.entities import entity_key, mentions
-from services.orchestrator.fact_graph import FactGraph
+from services.orchestrator.conversation.entities import entity_key, mentions
+from services.orchestrator.conversation.fact_graph import FactGraph
 
 log = logging.getLogger(__name__)
 

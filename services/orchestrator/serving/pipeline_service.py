@@ -32,10 +32,10 @@ from services.gateway.schemas import (
     to_hits,
     to_search_response,
 )
-from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 from services.orchestrator.orchestrator import Ask
 from services.orchestrator.runtime import Runtime
-from services.orchestrator.serve_config import LiveTunables, apply_tunables
+from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
+from services.orchestrator.serving.serve_config import LiveTunables, apply_tunables
 from services.retrieval.fusion import Bounds
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ Two deployments composed with a handle::
 
 ``PipelineDeployment`` is a thin shell around :class:`PipelineService`, the object the embedded mode
 uses in-process, so both modes run the same code. ``build_app(settings)`` is the typed builder;
-``app_builder`` is the same for ``serve run services.orchestrator.serve_app:app_builder`` and Serve
-config files (KubeRay). Run it with ``rampart serve-ray`` or ``python -m services.orchestrator.serve_app``.
+``app_builder`` is the same for ``serve run services.orchestrator.serving.serve_app:app_builder`` and Serve
+config files (KubeRay). Run it with ``rampart serve-ray`` or ``python -m services.orchestrator.serving.serve_app``.
 
 No ``from __future__ import annotations`` here: Serve reads ``app_builder``'s annotation as a class.
 """
@@ -37,10 +37,10 @@ from services.common.otel import (
     trace_headers,
 )
 from services.common.settings import RampartSettings
-from services.orchestrator.http_app import create_orchestrator_app
-from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
-from services.orchestrator.pipeline_service import PipelineService
-from services.orchestrator.serve_config import (
+from services.orchestrator.serving.http_app import create_orchestrator_app
+from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
+from services.orchestrator.serving.pipeline_service import PipelineService
+from services.orchestrator.serving.serve_config import (
     LiveTunables,
     ServeAppArgs,
     apply_tunables,
@@ -209,7 +209,7 @@ def build_app(settings: RampartSettings, tunables: LiveTunables | None = None) -
 
 
 def app_builder(args: ServeAppArgs) -> Application:
-    """``serve run services.orchestrator.serve_app:app_builder`` / Serve config ``import_path``."""
+    """``serve run services.orchestrator.serving.serve_app:app_builder`` / Serve config ``import_path``."""
     parsed = ServeAppArgs.model_validate(args)
     return build_app(RampartSettings(), parsed.tunables)
 

@@ -7,7 +7,7 @@ import time
 
 from services.common.settings import SessionSettings
 from services.common.types import Principal
-from services.orchestrator.sessions import (
+from services.orchestrator.conversation.sessions import (
     Session,
     check_session_id,
     owner_key,

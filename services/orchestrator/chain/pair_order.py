@@ -69,7 +69,7 @@ PROMOTE_DEPTH = 10
 FORMAT = "rampart-pairs-v1"
 WEIGHTS_FILE = "weights.json"
 CARD_FILE = "MODEL_CARD.md"
-SHIPPED_PAIRS = Path(__file__).resolve().parents[1] / "models" / "artifacts" / "pairs"
+SHIPPED_PAIRS = Path(__file__).resolve().parents[2] / "models" / "artifacts" / "pairs"
 
 
 @dataclass(frozen=True)

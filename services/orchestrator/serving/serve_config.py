@@ -117,7 +117,7 @@ def _refusal(exc: ValidationError) -> Exception:
 
 
 class ServeAppArgs(BaseModel):
-    """Typed args of :func:`services.orchestrator.serve_app.app_builder` (``serve run … key=value``).
+    """Typed args of :func:`services.orchestrator.serving.serve_app.app_builder` (``serve run … key=value``).
 
     Everything else comes from ``RAMPART_*`` settings, read where the builder runs.
     """

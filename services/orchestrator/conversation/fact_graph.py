@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from services.orchestrator.entities import entity_key
+from services.orchestrator.conversation.entities import entity_key
 
 MAX_FACTS = 200  # per session: the oldest facts are forgotten first
 

@@ -35,9 +35,9 @@ from services.common.settings import ChainSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import ScoredChunk
 from services.factcheck.text import terms
-from services.orchestrator.named_titles import linked_next, linked_second, named_first, named_pair
+from services.orchestrator.chain.named_titles import linked_next, linked_second, named_first, named_pair
+from services.orchestrator.chain.subqueries import HeuristicProposer, Proposer, coverage, passage_text
 from services.orchestrator.plan import Searcher
-from services.orchestrator.subqueries import HeuristicProposer, Proposer, coverage, passage_text
 from services.retrieval.hybrid import SearchOutcome
 
 POOL_DEPTH = 30  # step-1 results whose titles count as link targets (the reranked head)

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
 from services.orchestrator.plan import Complexity, QueryType, Route
-from services.orchestrator.router_features import CHEAP_FEATURES, cheap_features, feature_matrix
+from services.orchestrator.routing.features import CHEAP_FEATURES, cheap_features, feature_matrix
 from services.retrieval.embedder import Embedder
 
 Array = npt.NDArray[np.float32]

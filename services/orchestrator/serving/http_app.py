@@ -25,8 +25,8 @@ from services.common.http_errors import error_response, invalid_request, routing
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import instrument_fastapi
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
-from services.orchestrator.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
-from services.orchestrator.pipeline_service import PipelineService
+from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
+from services.orchestrator.serving.pipeline_service import PipelineService
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ from services.common.tracing import content_attributes, stage_span
 from services.common.types import Principal, ScoredChunk
 from services.common.verdicts import Judgement
 from services.factcheck.stage import FactCheckStage
-from services.orchestrator.grading import RetrievalGrader
+from services.orchestrator.corrective.grading import RetrievalGrader
+from services.orchestrator.corrective.refine import KnowledgeRefiner, RefinedContext
+from services.orchestrator.corrective.rewrite_query import QueryRewriter
+from services.orchestrator.corrective.secondary import SecondarySource
 from services.orchestrator.plan import Grade, Searcher
-from services.orchestrator.refine import KnowledgeRefiner, RefinedContext
-from services.orchestrator.rewrite_query import QueryRewriter
-from services.orchestrator.secondary import SecondarySource
 from services.retrieval.hybrid import SearchOutcome
 
 log = logging.getLogger(__name__)

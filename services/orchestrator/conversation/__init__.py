@@ -1,0 +1,1 @@
+"""Conversations: per-principal sessions, their fact graph, and self-contained follow-ups."""
