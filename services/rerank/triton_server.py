@@ -1,7 +1,7 @@
 """Start and stop a real ``tritonserver`` (the 2.51 binary shipped in ``nvidia-pytriton``) on loopback.
 
 The server lives in its own virtualenv (``make triton`` → ``.venv-triton``) because the wheel needs
-numpy<2. Three things make its python backend work outside pytriton (field notes, DESIGN.md §3):
+numpy<2. Three things make its python backend work outside pytriton:
 
 - a backend directory holding ``python/{libtriton_python.so, triton_python_backend_utils.py,
   triton_python_backend_stub}`` — assembled here from the wheel, with the stub matching the venv's Python;

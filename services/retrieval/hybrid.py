@@ -106,7 +106,7 @@ class SearchOutcome:
     hits: list[ScoredChunk]
     timings_ms: dict[str, float]
     candidates: dict[str, int]
-    degraded: list[str] = field(default_factory=list)  # stages skipped (e.g. "rerank"), see DESIGN §8
+    degraded: list[str] = field(default_factory=list)  # stages skipped (e.g. "rerank"), docs/architecture.md
     filtered: list[Judgement] = field(default_factory=list)  # judged and withheld by the fact-check
     fallback: bool = False  # fewer than factcheck.min_keep passed: non-adversarial ones re-admitted
 

@@ -1,9 +1,10 @@
 """Render supervisord's configuration for a stack.
 
 supervisord (not a foreman-style runner) because a stack must survive one service dying: it
-restarts the program (``autorestart``) while the others keep serving, which is what DESIGN §8's
-degradations and the e2e kill tests rely on. Secrets never go in this file: the shared environment
-(internal token included) is given to supervisord's own process and inherited by its children.
+restarts the program (``autorestart``) while the others keep serving, which is what the
+degradations (docs/architecture.md, "Degrade or fail") and the e2e kill tests rely on. Secrets never
+go in this file: the shared environment (internal token included) is given to supervisord's own
+process and inherited by its children.
 """
 
 from __future__ import annotations

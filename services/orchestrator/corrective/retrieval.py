@@ -7,7 +7,7 @@
 
 The secondary search runs on a worker thread bounded by ``grading.secondary.timeout_ms``: a source
 that errors or does not answer in time leaves the primary results, refined, with ``"secondary"`` in
-``degraded`` (DESIGN §8) — never a hang. With no source configured, an Incorrect set is searched once
+``degraded`` (docs/architecture.md, "Degrade or fail") — never a hang. With no source configured, an Incorrect set is searched once
 more in the primary corpus with the rewritten query (the caller's ``searcher``, so the caller's ACL
 filter applies) and merged; ``action`` then says ``refine``.
 """

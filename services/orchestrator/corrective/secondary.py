@@ -6,7 +6,7 @@ Two kinds, chosen by ``grading.secondary.kind``:
   "public knowledge" tenant). **Who may read it:** only that tenant's documents shared with everyone
   (``acl.groups = ["*"]``). The search runs as a service principal whose *only* ACL token is
   ``g:*`` — not the caller's user or groups, which mean nothing in another tenant — so the index's own
-  tenant + ACL filter (DESIGN §7: inside the query, never after it) excludes every document that is
+  tenant + ACL filter (inside the query, never after it; docs/retrieval.md) excludes every document that is
   restricted to users or groups, and the caller's own tenant is never searched through this path.
 - :class:`HttpSource` POSTs the query to a federated search endpoint and parses the reply strictly.
   Rampart cannot see that system's ACLs, so it forwards the caller's tenant, user and groups and the

@@ -214,7 +214,7 @@ class PipelineService:
         A closed or corrupt local index and a failed in-process model mean this replica cannot serve,
         and a restart (what Serve does on failure) can fix it. Remote backends (the retrieval service,
         Triton, Celery) being down is not a replica fault: restarting replicas would not bring them
-        back; search degrades or fails clearly (DESIGN §8) and ``readiness`` reports it.
+        back; search degrades or fails clearly (docs/architecture.md) and ``readiness`` reports it.
         """
         s = self.settings
         if not s.remote.retrieval_address:
