@@ -4,10 +4,11 @@ README.md and docs/**/*.md point readers at files (`services/rerank/stage.py`, `
 `[journal](journal/README.md)`). When code moves or a document is renamed, such a pointer goes stale
 silently; this test names each one that no longer leads anywhere, with the file and line that holds it.
 
-What counts as a pointer: a token inside an inline code span, or the target of a markdown link, that
-starts with one of the repository's top-level folders below, or a bare lower-case ``name.md`` (a
-document in docs/). Globs (``services/*/README.md``) and brace lists (``out-{a,b}.json``) must match
-at least one path. Fenced code blocks are skipped: they hold shell sessions and layouts, not pointers.
+What counts as a pointer: a token inside an inline code span that starts with one of the repository's
+top-level folders below (read from the repository root) or is a bare lower-case ``name.md`` (a document
+in docs/); and the target of every relative markdown link (read from the linking document's folder).
+Globs (``services/*/README.md``) must match something and every alternative of a brace list
+(``out-{a,b}.json``) must exist. Fenced code blocks are skipped: they hold shell sessions and layouts.
 """
 
 from __future__ import annotations
