@@ -35,8 +35,6 @@ from services.orchestrator.runtime import Runtime
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 
-pytestmark = pytest.mark.integration
-
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"])
 SHARED = {"kb-etna"}  # the only kb documents shared with everyone in that tenant
 

@@ -11,13 +11,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 from services.common.types import DocumentState, Principal
 from services.retrieval.embedded_index import EmbeddedIndex
 from tests.integration.test_index_contract import DIM, doc, vec
 
-pytestmark = pytest.mark.integration
 ALICE = Principal(tenant="t1", user="alice", groups=[])
 
 

@@ -30,8 +30,6 @@ from services.factcheck.in_process import InProcessFactChecker
 from services.retrieval.embedder import Embedder
 from tests.integration.redis_server import CeleryWorker, RedisServer, celery_settings
 
-pytestmark = pytest.mark.integration
-
 DEADLINE_S = 20.0  # generous: these tests are about verdicts, the failure tests about time
 QUERY = "How many weeks of parental leave do employees get?"
 RELEVANT = CheckInput(

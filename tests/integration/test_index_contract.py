@@ -24,7 +24,6 @@ from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
 
-pytestmark = pytest.mark.integration
 DIM = 16
 
 

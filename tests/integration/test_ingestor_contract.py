@@ -17,8 +17,6 @@ from services.ingest.service import IngestService, Outcome
 from services.retrieval.embedder import Embedder
 from services.retrieval.index import open_index
 
-pytestmark = pytest.mark.integration
-
 MAX_DOCUMENT_BYTES = 20_000
 LEAVE = "Parental leave at Acme is sixteen weeks, paid in full, for every new parent."
 BADGES = "Visitor badges are issued at the front desk and must be returned by six in the evening."

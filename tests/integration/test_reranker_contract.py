@@ -23,8 +23,6 @@ from services.rerank.triton_reranker import TritonReranker
 from tests.conftest import free_port, start_triton
 from tests.unit.test_rerank_stage import HITS, hit
 
-pytestmark = pytest.mark.integration
-
 PASSAGES = [
     "Paris is the capital and most populous city of France.",
     "The mitochondrion is the powerhouse of the cell.",

@@ -14,8 +14,6 @@ from services.orchestrator.conversation.session_redis import RedisSessionStore
 from services.orchestrator.conversation.sessions import Turn, build_session_store, new_session
 from tests.integration.redis_server import RedisServer
 
-pytestmark = pytest.mark.integration
-
 ALICE = Principal(tenant="acme", user="alice")
 
 

@@ -16,8 +16,6 @@ from services.orchestrator.conversation.rewrite import ConversationalRewriter
 from services.orchestrator.conversation.session_memory import MemorySessionStore
 from services.orchestrator.conversation.sessions import Turn, new_session
 
-pytestmark = pytest.mark.unit
-
 ALICE = Principal(tenant="acme", user="alice")
 
 

@@ -24,8 +24,6 @@ from services.factcheck.evidence import CheckInput, gather_evidence
 from services.factcheck.in_process import InProcessFactChecker
 from services.factcheck.stage import FactCheckStage, to_input
 
-pytestmark = pytest.mark.unit
-
 VOCAB = [
     "mosque",
     "mansion",

@@ -12,8 +12,6 @@ from services.common.types import Chunk, ScoredChunk
 from services.rerank.score_cache import ScoreCache
 from services.rerank.stage import RerankStage, minmax
 
-pytestmark = pytest.mark.unit
-
 
 class OverlapReranker:
     """Scores by query-word overlap; counts calls so caching is observable."""
