@@ -1,5 +1,5 @@
 """The rerank stage's ordering, fusion, caching and degradation rules (a word-overlap scorer stands in
-for the model here; the real model runs in tests/contracts/reranker.py)."""
+for the model here; the real model runs in the Reranker contract, tests/contracts/reranker.py)."""
 
 from __future__ import annotations
 
