@@ -23,7 +23,7 @@ class TestRedisSessionStore(SessionStoreContract):
 
         def make(**settings: object) -> SessionStore:
             store = build_session_store(
-                SessionSettings(backend="redis", redis_url=redis_server.url(3), **settings)  # type: ignore[arg-type]
+                SessionSettings(backend="redis", redis_url=redis_server.url(3), **settings)
             )
             assert isinstance(store, RedisSessionStore)
             stores.append(store)

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.net import free_port
 from services.common.settings import TritonSettings
 from services.rerank.reranker import Reranker
 from services.rerank.stage import RerankStage
 from services.rerank.triton_reranker import TritonReranker
-from tests.conftest import free_port, start_triton
+from tests.conftest import start_triton
 from tests.contracts.reranker import PASSAGES, RerankerContract
 from tests.unit.test_rerank_stage import HITS, hit
 

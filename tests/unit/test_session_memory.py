@@ -21,7 +21,7 @@ class TestMemorySessionStore(SessionStoreContract):
         stores: list[SessionStore] = []
 
         def make(**settings: object) -> SessionStore:
-            store = build_session_store(SessionSettings(backend="memory", **settings))  # type: ignore[arg-type]
+            store = build_session_store(SessionSettings(backend="memory", **settings))
             assert isinstance(store, MemorySessionStore)
             stores.append(store)
             return store
