@@ -1,5 +1,8 @@
 """Shared fixtures. Integration tests use the real ONNX model, built once per checkout by
-``rampart models build`` (``make test`` does it first; the fixture builds it if missing)."""
+``rampart models build`` (``make test`` does it first; the fixture builds it if missing).
+
+Every test's marker comes from its folder (``tests/tiers.py``, loaded here); tests/README.md says how
+the tests are laid out."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from services.common.net import free_port
 from services.common.settings import RampartSettings
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
+
+pytest_plugins = ["tests.tiers"]
 
 REPO = Path(__file__).resolve().parent.parent
 

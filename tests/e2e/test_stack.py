@@ -22,8 +22,6 @@ from services.retrieval.embedder import Embedder
 from tests import trace_topology as topology
 from tests.e2e.conftest import Stack
 
-pytestmark = pytest.mark.e2e
-
 DOCS = [
     (
         "leave",

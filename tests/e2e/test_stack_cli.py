@@ -17,8 +17,6 @@ from services.stack.control import Supervisor
 from tests.conftest import flat
 from tests.e2e.conftest import Stack, stack_env_vars
 
-pytestmark = pytest.mark.e2e
-
 RAMPART = Path(sys.executable).with_name("rampart")
 
 

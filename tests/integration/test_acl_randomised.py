@@ -12,8 +12,6 @@ from services.common.types import Acl, Document, Principal, SearchFilters
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
 
-pytestmark = pytest.mark.integration
-
 TENANTS = ["acme", "globex", "initech"]
 USERS = ["u1", "u2", "u3", "u4"]
 GROUPS = ["g1", "g2", "g3"]

@@ -20,8 +20,6 @@ from services.evaluation import factcheck_bench
 from services.evaluation.factcheck_bench import CELERY, CELERY_CACHED, INPROCESS, build_checks
 from tests.integration.redis_server import RedisServer
 
-pytestmark = pytest.mark.integration
-
 
 def run(args: list[str], env: dict[str, str], out: Path) -> dict[str, Any]:
     result = CliRunner().invoke(app, ["bench", "factcheck", *args, "--json", str(out)], env=env)

@@ -30,8 +30,6 @@ from tests.integration.llm_server import LlamaServer
 from tests.integration.scripted_llm import Scripted, chat
 from tests.unit.test_chain import BRIDGE, COMPARISON, CORPUS
 
-pytestmark = pytest.mark.integration
-
 WHO = Principal(tenant="wiki", user="reader", groups=["all"])
 _exporter = InMemorySpanExporter()
 

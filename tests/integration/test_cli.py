@@ -11,8 +11,6 @@ from typer.testing import CliRunner
 from services.cli.main import app
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.integration
-
 # (tenant, user, groups, query, expected top document) from samples/README.md
 ANSWERS = [
     ("acme", "dana", "", "How many weeks of parental leave does a primary caregiver get?", "leave-policy.md"),

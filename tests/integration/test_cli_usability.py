@@ -17,8 +17,6 @@ from tests.conftest import REPO, flat
 from tests.integration.cli_server import cli_env, rampart_serve
 from tests.integration.test_cli import run
 
-pytestmark = pytest.mark.integration
-
 # no acme document is about this: the fact-check judges the top results IRRELEVANT and falls back
 OFF_TOPIC = "zebra migration across the savanna"
 

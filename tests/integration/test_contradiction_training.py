@@ -19,8 +19,6 @@ from services.common.settings import RampartSettings
 from services.factcheck.contradiction import LABELS, ContradictionModel, build_contradiction_model
 from services.models.reranker_export import read_manifest
 
-pytestmark = pytest.mark.integration
-
 FACTS = [
     ("Aspirin", "reduced", "stroke risk", "increased"),
     ("Statins", "lowered", "mortality", "raised"),

@@ -11,13 +11,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 from services.common.types import DocumentState, Principal
 from services.retrieval.embedded_index import EmbeddedIndex
-from tests.integration.test_index_contract import DIM, doc, vec
+from tests.contracts.search_index import DIM, doc, vec
 
-pytestmark = pytest.mark.integration
 ALICE = Principal(tenant="t1", user="alice", groups=[])
 
 
@@ -70,7 +67,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from services.retrieval.embedded_index import EmbeddedIndex
-    from tests.integration.test_index_contract import DIM, doc
+    from tests.contracts.search_index import DIM, doc
     ix = EmbeddedIndex.open(Path(sys.argv[1]), dim=DIM)
     for i in range(100000):
         ix.write([doc(f"d{i}-{j}", [f"document {i} part {j} words"]) for j in range(5)])

@@ -21,8 +21,6 @@ from services.models.embedder_export import (
 from services.retrieval.embedder import Embedder
 from services.retrieval.onnx_embedder import OnnxEmbedder
 
-pytestmark = pytest.mark.integration
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 LONG_TEXT = " ".join(

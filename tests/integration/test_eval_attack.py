@@ -7,14 +7,11 @@ import itertools
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.evaluation.factcheck_tune import GRID, _redundant
 from tests.integration.test_cli import run, write_beir
-
-pytestmark = pytest.mark.integration
 
 ATTACKS = {
     "q1": {

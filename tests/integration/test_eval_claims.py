@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
 from tests.integration.test_cli import run
-
-pytestmark = pytest.mark.integration
 
 CORPUS = [
     {

@@ -1,5 +1,6 @@
 """Batched fact-check tasks: a check's cache misses go out as ceil(n / items_per_task) tasks, and a
-batch answers per item (a bad item gets its own error, the others their evidence).
+batch answers per item (a bad item gets its own error, the others their evidence). How a check splits
+its passages into batches is a unit test (tests/unit/test_factcheck_batches.py).
 
 Task counts are the worker's own (``inspect().stats()["total"]``, what it executed), not a mock's.
 """
@@ -24,7 +25,7 @@ from services.factcheck.celery_app import (
     evidence_key,
     redis_client,
 )
-from services.factcheck.celery_checker import CeleryFactChecker, batches
+from services.factcheck.celery_checker import CeleryFactChecker
 from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.in_process import InProcessFactChecker
 from services.retrieval.embedder import Embedder
@@ -72,19 +73,6 @@ def in_process(embedder: Embedder, models_dir: Path) -> Iterator[InProcessFactCh
     checker.close()
 
 
-@pytest.mark.unit
-@pytest.mark.parametrize(
-    ("n", "k", "sizes"),
-    [(0, 4, []), (1, 4, [1]), (10, 4, [3, 3, 4]), (31, 30, [15, 16]), (30, 30, [30]), (5, 1, [1] * 5)],
-)
-def test_batches_are_ceil_n_over_k_of_near_equal_size(n: int, k: int, sizes: list[int]) -> None:
-    items = list(range(n))
-    got = batches(items, k)
-    assert [len(b) for b in got] == sizes
-    assert [x for b in got for x in b] == items
-
-
-@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_a_check_sends_ceil_n_over_k_batch_tasks(
     redis_server: RedisServer,
@@ -132,7 +120,6 @@ def test_a_check_sends_ceil_n_over_k_batch_tasks(
             c.close()
 
 
-@pytest.mark.integration
 @pytest.mark.timeout(60)
 def test_a_bad_item_gets_its_error_and_the_others_their_evidence(
     redis_server: RedisServer, celery_worker: CeleryWorker, models_dir: Path, embedder: Embedder
@@ -184,7 +171,6 @@ def test_a_bad_item_gets_its_error_and_the_others_their_evidence(
         checker.close()
 
 
-@pytest.mark.integration
 @pytest.mark.timeout(60)
 def test_stored_vectors_stay_with_the_caller(
     redis_server: RedisServer, celery_worker: CeleryWorker, models_dir: Path, embedder: Embedder

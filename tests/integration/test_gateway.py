@@ -13,8 +13,6 @@ from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
 
-pytestmark = pytest.mark.integration
-
 HANDBOOK = [
     {
         "id": "leave",

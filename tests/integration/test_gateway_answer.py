@@ -20,8 +20,6 @@ from services.retrieval.embedder import Embedder
 from tests.integration.llm_server import LlamaServer
 from tests.integration.scripted_llm import Scripted, chat
 
-pytestmark = pytest.mark.integration
-
 DOCS = [
     (
         "leave",

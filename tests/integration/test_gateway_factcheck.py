@@ -20,8 +20,6 @@ from services.retrieval.embedder import Embedder
 from tests.integration.test_gateway import auth, ingest, search
 from tests.integration.test_gateway_rerank import client_for
 
-pytestmark = pytest.mark.integration
-
 WIKI = [
     {
         "id": "vpn-guide",

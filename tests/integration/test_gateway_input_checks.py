@@ -19,8 +19,6 @@ from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
 from services.retrieval.hybrid import HybridRetriever, SearchParams
 
-pytestmark = pytest.mark.integration
-
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"], scopes=["search", "ingest"])
 LEAVE = {
     "id": "leave",

@@ -20,8 +20,6 @@ from services.retrieval.embedder import Embedder
 from tests.conftest import free_port
 from tests.integration.test_gateway import HANDBOOK, ingest, search
 
-pytestmark = pytest.mark.integration
-
 
 def client_for(
     runtime: Runtime, tmp_path: Path, docs: list[dict[str, Any]] = HANDBOOK

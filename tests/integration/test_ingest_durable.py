@@ -23,7 +23,6 @@ from services.ingest.service import IngestService, Outcome
 from services.retrieval.embedder import Embedder
 from services.retrieval.index import SearchIndex, open_index
 
-pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -23,8 +23,6 @@ from services.ingest.service import Outcome
 from tests.integration.grpc_servers import REPO, hermetic_env
 from tests.integration.ingest_servers import IngestStack
 
-pytestmark = pytest.mark.integration
-
 TEXTS = [
     "Expense reports are due by the fifth working day of each month.",
     "The on-call rotation hands over every Monday at ten in the morning.",

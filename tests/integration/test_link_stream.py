@@ -21,8 +21,6 @@ from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
 
-pytestmark = pytest.mark.integration
-
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"])
 BOB = Principal(tenant="acme", user="bob", groups=["hr"])
 QUESTION = "When did Nirvana release Bleach, their first album?"

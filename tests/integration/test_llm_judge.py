@@ -31,8 +31,6 @@ from tests.integration.llm_server import LlamaServer
 from tests.integration.redis_server import CeleryWorker, RedisServer, celery_settings
 from tests.integration.scripted_llm import Scripted, chat
 
-pytestmark = pytest.mark.integration
-
 QUERY = "What is the capital of France?"
 PASSAGE = "Paris is the capital and largest city of France, on the Seine river."
 INJECTION = (

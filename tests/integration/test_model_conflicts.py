@@ -18,8 +18,6 @@ from services.factcheck.evidence import CheckInput, gather_evidence
 from services.factcheck.model_conflicts import ModelConflicts, Side
 from services.retrieval.embedder import Embedder
 
-pytestmark = pytest.mark.integration
-
 QUERY = "Does vitamin D supplementation reduce hip fractures in elderly women?"
 AGREE = [
     "Vitamin D supplementation reduces the risk of hip fractures in elderly women.",

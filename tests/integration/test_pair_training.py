@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.orchestrator.chain.pair_order import PAIR_FEATURES, PairModel
-
-pytestmark = pytest.mark.integration
 
 # (film, actor, office, town): each question needs the film's page (it names the actor) and the actor's
 FILMS = [

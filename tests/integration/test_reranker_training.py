@@ -19,8 +19,6 @@ from services.models.reranker_export import export_reranker, read_manifest, spea
 from services.rerank.onnx_reranker import OnnxReranker
 from tests.conftest import flat
 
-pytestmark = pytest.mark.integration
-
 TOPICS = {
     "aspirin": "Aspirin lowers the risk of heart attack and stroke in adults with vascular disease.",
     "statins": "Statins reduce LDL cholesterol and cardiovascular events in high-risk patients.",

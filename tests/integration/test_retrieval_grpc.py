@@ -38,8 +38,6 @@ from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop, RetrievalServiceProcess
 
-pytestmark = pytest.mark.integration
-
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"])
 BOB = Principal(tenant="acme", user="bob", groups=["hr"])
 EVE = Principal(tenant="globex", user="eve", groups=["eng"])

@@ -15,8 +15,6 @@ from services.orchestrator.conversation.fact_graph import FactGraph
 from services.orchestrator.conversation.rewrite import ConversationalRewriter
 from tests.integration.scripted_llm import Scripted, chat
 
-pytestmark = pytest.mark.integration
-
 HISTORY = ["Who wrote Dune?"]
 
 

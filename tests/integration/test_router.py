@@ -21,8 +21,6 @@ from services.orchestrator.routing.router import LinearHead, QueryRouter, Router
 from services.retrieval.embedder import Embedder
 from tests.unit.test_router_data import write_data
 
-pytestmark = pytest.mark.integration
-
 PEOPLE = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Marie Curie", "Niels Bohr", "Emmy Noether"]
 PLACES = ["Paris", "Lima", "Oslo", "Cairo", "Hanoi", "Quito", "Dublin", "Nairobi"]
 

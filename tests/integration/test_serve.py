@@ -8,12 +8,9 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.conftest import REPO
 from tests.integration.cli_server import cli_env, rampart_serve
-
-pytestmark = pytest.mark.integration
 
 
 def test_serve_answers_search_with_acl(tmp_path: Path, models_dir: Path) -> None:

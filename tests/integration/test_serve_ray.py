@@ -33,8 +33,6 @@ from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.integration
-
 LOOPBACK_ONLY = 'ip link set lo up && exec "$0" "$@"'
 
 

@@ -21,8 +21,6 @@ from services.factcheck.contradiction import (
 from services.models.build import SHIPPED_CONTRADICTION
 from services.models.reranker_export import is_complete, read_manifest
 
-pytestmark = pytest.mark.integration
-
 CLAIM = "Aspirin reduces stroke risk."
 
 

@@ -6,13 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from services.models.build import SHIPPED_RERANKER, install_shipped_reranker
 from services.models.embedder_export import sha256_file
 from services.models.reranker_export import read_manifest
-
-pytestmark = pytest.mark.integration
 
 
 def fake_model(dest: Path, **manifest: object) -> None:

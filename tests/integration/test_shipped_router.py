@@ -12,8 +12,6 @@ from services.orchestrator.plan import Complexity, QueryType
 from services.orchestrator.routing.router import QueryRouter
 from services.retrieval.embedder import Embedder
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def shipped(embedder: Embedder) -> QueryRouter:

@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 import torch  # the [build] extra, installed by `make test`
 
-pytestmark = pytest.mark.integration
-
 QUERY = "what causes ocean tides"
 PASSAGES = [
     "Tides are caused by the gravitational pull of the moon and the sun on the oceans.",

@@ -52,8 +52,6 @@ from tests.integration.test_gateway_rerank import client_for
 from tests.integration.test_serve_ray import loopback_namespace
 from tests.trace_topology import FACTCHECK_TASK, SEARCH_EMBEDDED_CELERY, SEARCH_SERVE, missing
 
-pytestmark = pytest.mark.integration
-
 QUERY = "what is the VPN password and how do I set up the VPN"
 
 

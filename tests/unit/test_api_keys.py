@@ -10,7 +10,6 @@ from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.rate_limit import RateLimiter
 
-pytestmark = pytest.mark.unit
 WHO = Principal(tenant="acme", user="alice", groups=["eng"], scopes=["search"])
 
 

@@ -3,14 +3,11 @@ and the Platt calibration fitted by ``rampart tune factcheck``."""
 
 from __future__ import annotations
 
-import pytest
-
 from services.common.types import Chunk, ScoredChunk
 from services.common.verdicts import Verdict
 from services.evaluation.attack import Trace, detection_scores, summarize
 from services.evaluation.factcheck_tune import Case, fit_calibration
 
-pytestmark = pytest.mark.unit
 A, R = Verdict.ADVERSARIAL, Verdict.RELEVANT
 
 

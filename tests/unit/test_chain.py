@@ -22,8 +22,6 @@ from services.orchestrator.chain.subqueries import (
 from services.orchestrator.orchestrator import plan_chain
 from services.retrieval.hybrid import SearchOutcome
 
-pytestmark = pytest.mark.unit
-
 CORPUS = {
     "kiss": (
         "Kiss and Tell (1945 film)",

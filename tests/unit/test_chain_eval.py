@@ -10,8 +10,6 @@ from services.evaluation.metrics import all_supporting, evaluate_run, evaluate_r
 from services.evaluation.report import lower_is_better
 from services.evaluation.runner import PipelineSpec
 
-pytestmark = pytest.mark.unit
-
 QRELS = {
     "q1": {"a": 1, "b": 1},  # two supporting documents
     "q2": {"c": 1, "d": 1},

@@ -21,8 +21,6 @@ from services.ingest.fixed_chunker import FixedChunker
 from services.ingest.sentences import split_sentence_blocks, split_sentences
 from services.ingest.topic_chunker import TopicChunker
 
-pytestmark = pytest.mark.unit
-
 
 class HashingEmbedder:
     """Test double for the chunker's *input* (sentence vectors), not a stand-in component under test.

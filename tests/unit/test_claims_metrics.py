@@ -21,8 +21,6 @@ from services.evaluation.claims import (
 )
 from services.evaluation.metrics import nearest_rank
 
-pytestmark = pytest.mark.unit
-
 R, IRR, A, C = Verdict.RELEVANT, Verdict.IRRELEVANT, Verdict.ADVERSARIAL, Verdict.COUNTERFACTUAL
 
 

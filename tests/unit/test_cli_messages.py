@@ -3,13 +3,9 @@ would otherwise read as markup (a stray closing tag raised MarkupError; "[INFO]"
 
 from __future__ import annotations
 
-import pytest
-
 from services.cli import ui
 from services.common.errors import ErrorCode, RampartError
 from tests.conftest import flat
-
-pytestmark = pytest.mark.unit
 
 MESSAGE = "file [draft].pdf failed; log: 2026 [INFO] started [/foo] [pid 12]"
 

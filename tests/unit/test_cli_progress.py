@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from rich.progress import Progress
 
 from services.cli.ui import task_updater
-
-pytestmark = pytest.mark.unit
 
 
 def test_a_name_reused_for_a_second_set_takes_its_total() -> None:

@@ -18,8 +18,6 @@ from services.common.settings import RampartSettings
 from services.ingest.files import discover
 from tests.conftest import flat
 
-pytestmark = pytest.mark.unit
-
 # what rich reads as a markup tag (and drops from --help): "[build]" vanished from "needs the [build] extra"
 RICH_TAG = re.compile(r"(?<!\\)\[[a-z#/@][^\[\]]*\]")
 

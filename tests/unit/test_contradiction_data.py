@@ -18,8 +18,6 @@ from services.models.contradiction_data import (
     synthetic_contradictions,
 )
 
-pytestmark = pytest.mark.unit
-
 DOCS = {
     1: ["Aspirin was studied in 400 adults.", "Aspirin reduced stroke risk by 30%.", "Funding was public."],
     2: ["Statins were given for 5 years.", "Statins did not lower mortality.", "Adherence was high."],

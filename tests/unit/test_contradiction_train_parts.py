@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from services.models.contradiction_data import Label, NliPair
 from services.models.contradiction_train import LABELS, class_weights, classification_report, epoch_batches
-
-pytestmark = pytest.mark.unit
 
 
 def test_report_counts_precision_recall_and_confusion() -> None:

@@ -1,22 +1,17 @@
-"""Entities, the session fact graph, conversational rewrite rules and the in-memory session store."""
+"""Entities, the session fact graph and conversational rewrite rules (the session stores:
+tests/unit/test_session_memory.py, tests/integration/test_sessions_redis.py)."""
 
 from __future__ import annotations
 
 import difflib
-import time
 
 import pytest
 
-from services.common.errors import ErrorCode, RampartError
-from services.common.settings import SessionSettings
 from services.common.types import Principal
 from services.orchestrator.conversation.entities import MAX_MENTIONS, entity_key, mentions
 from services.orchestrator.conversation.fact_graph import MAX_FACTS, FactGraph
 from services.orchestrator.conversation.rewrite import ConversationalRewriter
-from services.orchestrator.conversation.session_memory import MemorySessionStore
 from services.orchestrator.conversation.sessions import Turn, new_session
-
-pytestmark = pytest.mark.unit
 
 ALICE = Principal(tenant="acme", user="alice")
 
@@ -126,39 +121,6 @@ def test_year_ellipsis_swaps_the_year() -> None:
         rw.rewrite("what about Sweden?", ["Population of Norway in 2010"], g).query
         == "Population of Sweden in 2010"
     )
-
-
-def test_memory_store_scopes_sessions_to_their_principal() -> None:
-    store = MemorySessionStore(SessionSettings())
-    s = new_session(ALICE)
-    s.add_turn(Turn(query="q", rewritten="q"), max_turns=5)
-    store.save(s)
-    assert store.load(ALICE, s.id).history() == ["q"]
-    for other in (Principal(tenant="acme", user="bob"), Principal(tenant="globex", user="alice")):
-        with pytest.raises(RampartError) as exc:
-            store.load(other, s.id)
-        assert exc.value.code is ErrorCode.NOT_FOUND
-    with pytest.raises(RampartError) as bad:
-        store.load(ALICE, "../../etc/passwd")
-    assert bad.value.code is ErrorCode.INVALID_ARGUMENT
-
-
-def test_memory_store_expires_and_bounds_sessions() -> None:
-    store = MemorySessionStore(SessionSettings(ttl_s=1, max_sessions=3))
-    sessions = [new_session(ALICE) for _ in range(5)]
-    for s in sessions:
-        store.save(s)
-    kept = 0
-    for s in sessions:
-        try:
-            store.load(ALICE, s.id)
-            kept += 1
-        except RampartError:
-            pass
-    assert kept == 3
-    time.sleep(1.1)
-    with pytest.raises(RampartError):
-        store.load(ALICE, sessions[-1].id)
 
 
 def test_turns_are_capped() -> None:

@@ -18,8 +18,6 @@ from services.common.errors import ErrorCode, RampartError
 from services.models.embedder_export import export_embedder
 from services.retrieval.onnx_embedder import OnnxEmbedder, length_sorted_batches, mean_pool_normalize
 
-pytestmark = pytest.mark.unit
-
 
 def test_mean_pool_matches_naive_loop() -> None:
     rng = np.random.default_rng(0)

@@ -39,8 +39,6 @@ from services.evaluation.report import (
 from services.evaluation.significance import compare_pipelines, paired_test
 from services.evaluation.splits import query_split_of
 
-pytestmark = pytest.mark.unit
-
 # ---------------------------------------------------------------------------------------------------
 # Synthetic BEIR folders
 # ---------------------------------------------------------------------------------------------------

@@ -20,8 +20,6 @@ from services.factcheck.detectors.stuffing import detect_stuffing
 from services.factcheck.evidence import strip_coverage
 from services.factcheck.text import terms
 
-pytestmark = pytest.mark.unit
-
 ORDINARY = [
     "The company VPN gives you access to the internal wiki and the build farm. Open the client and "
     "choose Sign in with SSO, then approve the MFA prompt.",

@@ -1,8 +1,8 @@
 """The classifier's rules and the fact-check stage's keep / fallback / degrade behaviour.
 
 Evidence is built by the real ``gather_evidence`` with a tiny bag-of-words embedder (the real model
-runs in tests/integration/test_factcheck_contract.py); the stage is driven by a checker that returns
-scripted verdicts, so each rule is observable on its own.
+runs in the FactChecker contract, tests/contracts/fact_checker.py); the stage is driven by a checker
+that returns scripted verdicts, so each rule is observable on its own.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from services.factcheck.classifier import decide, relevance_probability
 from services.factcheck.evidence import CheckInput, gather_evidence
 from services.factcheck.in_process import InProcessFactChecker
 from services.factcheck.stage import FactCheckStage, to_input
-
-pytestmark = pytest.mark.unit
 
 VOCAB = [
     "mosque",

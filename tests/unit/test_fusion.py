@@ -6,8 +6,6 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.types import FusionMethod
 from services.retrieval.fusion import Bounds, fuse
 
-pytestmark = pytest.mark.unit
-
 
 def scores(fused: list) -> dict[int, float]:
     return {f.key: round(f.score, 6) for f in fused}

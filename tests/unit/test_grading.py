@@ -18,8 +18,6 @@ from services.orchestrator.corrective.secondary import HttpSource, SharedOnlyPri
 from services.orchestrator.plan import Grade
 from services.retrieval.hybrid import SearchOutcome
 
-pytestmark = pytest.mark.unit
-
 CAL = (1.0, 0.0)  # P(relevant) = sigmoid(logit)
 
 

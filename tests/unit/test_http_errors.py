@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from fastapi.exceptions import RequestValidationError
 
 from services.common.errors import ErrorCode
 from services.common.http_errors import MAX_PROBLEMS, error_response, invalid_request
-
-pytestmark = pytest.mark.unit
 
 
 def test_invalid_request_names_the_first_field_and_lists_all() -> None:

@@ -14,8 +14,6 @@ from services.common.types import Acl, Document
 from services.ingest.journal import IngestJournal
 from services.ingest.service import IngestResult, Outcome
 
-pytestmark = pytest.mark.unit
-
 
 def doc(doc_id: str, text: str = "some text", version: int = 1) -> Document:
     return Document(id=doc_id, tenant="t1", acl=Acl(groups=["*"]), text=text, version=version)

@@ -7,8 +7,6 @@ import pytest
 from services.common.types import Chunk, ScoredChunk
 from services.rerank.link_lift import lift_linked
 
-pytestmark = pytest.mark.unit
-
 
 def page(doc: str, title: str, text: str) -> ScoredChunk:
     chunk = Chunk(

@@ -22,8 +22,6 @@ from services.gateway.schemas import SearchRequest
 from services.orchestrator.serving.messages import PipelineSearchRequest
 from tests.trace_topology import SEARCH_EMBEDDED_CELERY, edges, missing
 
-pytestmark = pytest.mark.unit
-
 tracer = TracerProvider().get_tracer("test")  # a local SDK provider: real ids, nothing exported
 
 

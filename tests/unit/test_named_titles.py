@@ -10,8 +10,6 @@ from services.orchestrator.chain.named_titles import linked_next, linked_second,
 from services.orchestrator.chain.retriever import ChainRetriever
 from services.retrieval.hybrid import SearchOutcome
 
-pytestmark = pytest.mark.unit
-
 QUESTION = "Were the bands Skin Yard and Ostava from the U.S.?"
 
 

@@ -8,8 +8,6 @@ import pytest
 
 from services.common import net
 
-pytestmark = pytest.mark.unit
-
 
 def test_a_port_the_os_repeats_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     picks = iter([40001, 40001, 40001, 40002])

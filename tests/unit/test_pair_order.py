@@ -33,8 +33,6 @@ from services.orchestrator.chain.pair_order import (
     promote_ranking,
 )
 
-pytestmark = pytest.mark.unit
-
 QUESTION = "What government position was held by the woman who portrayed Corliss Archer in Kiss and Tell?"
 COL = {name: i for i, name in enumerate(PAIR_FEATURES)}
 

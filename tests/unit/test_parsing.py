@@ -22,8 +22,6 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.types import Acl, Document, ParsedDocument
 from services.ingest.parsing import SUPPORTED_TYPES, detect_content_type, parse_bytes, parse_text
 
-pytestmark = pytest.mark.unit
-
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"

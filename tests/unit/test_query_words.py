@@ -7,8 +7,6 @@ import pytest
 from services.common.errors import ErrorCode, RampartError
 from services.common.query_text import check_query, has_words, query_problem
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize("query", ["leave", "L3", "42", "休假政策", "Ürlaub?", "  what's new?  ", "١٢٣", "x"])
 def test_words_in_any_script_are_searchable(query: str) -> None:

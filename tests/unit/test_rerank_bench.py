@@ -7,11 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-import pytest
-
 from services.evaluation.rerank_bench import measure_group, ratios, run_rerank_bench
-
-pytestmark = pytest.mark.unit
 
 
 def _sleeper(seconds: float, log: list[str], name: str):  # type: ignore[no-untyped-def]

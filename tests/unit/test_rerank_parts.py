@@ -17,8 +17,6 @@ from services.models.reranker_export import spearman
 from services.models.reranker_train import epoch_order, sample_group, split_groups
 from services.rerank.pair_scorer import length_batches, side_by_side
 
-pytestmark = pytest.mark.unit
-
 
 @given(
     st.lists(st.integers(min_value=1, max_value=512), max_size=200), st.integers(min_value=1, max_value=64)

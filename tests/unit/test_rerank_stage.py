@@ -1,5 +1,5 @@
 """The rerank stage's ordering, fusion, caching and degradation rules (a word-overlap scorer stands in
-for the model here; the real model runs in tests/integration/test_reranker_contract.py)."""
+for the model here; the real model runs in the Reranker contract, tests/contracts/reranker.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.types import Chunk, ScoredChunk
 from services.rerank.score_cache import ScoreCache
 from services.rerank.stage import RerankStage, minmax
-
-pytestmark = pytest.mark.unit
 
 
 class OverlapReranker:

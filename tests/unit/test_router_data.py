@@ -19,8 +19,6 @@ from services.models.router_data import (
 )
 from services.orchestrator.plan import Complexity, QueryType
 
-pytestmark = pytest.mark.unit
-
 
 def test_comparison_rule() -> None:
     assert hotpot_is_comparison("Are Kiss and Tell and Big Stone Gap both American films?", "yes")

@@ -7,8 +7,6 @@ import pytest
 
 from services.orchestrator.routing.features import CHEAP_FEATURES, MAX_QUERY_CHARS, cheap_features
 
-pytestmark = pytest.mark.unit
-
 
 def cues(query: str, history: list[str] | None = None) -> dict[str, float]:
     return dict(zip(CHEAP_FEATURES, cheap_features(query, history or []).tolist(), strict=True))

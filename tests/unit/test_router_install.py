@@ -14,8 +14,6 @@ from services.common.errors import RampartError
 from services.models.build import SHIPPED_ROUTER, install_shipped_router
 from services.orchestrator.routing.router import RouterWeights
 
-pytestmark = pytest.mark.unit
-
 
 def test_install_keep_and_force(tmp_path: Path) -> None:
     dest = tmp_path / "router"

@@ -17,8 +17,6 @@ from services.orchestrator.serving.serve_config import (
     pipeline_options,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def test_tunables_apply_on_top_of_the_start_up_settings() -> None:
     base = RampartSettings()

@@ -9,7 +9,6 @@ from services.common.settings import RampartSettings
 from services.common.settings_doc import render
 from services.common.types import FusionMethod
 
-pytestmark = pytest.mark.unit
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 

@@ -31,8 +31,6 @@ from services.evaluation.stack_bench import (
     take_queries,
 )
 
-pytestmark = pytest.mark.unit
-
 
 def test_summarize_gives_percentiles_mean_and_count() -> None:
     figures = summarize([float(v) for v in range(1, 101)])

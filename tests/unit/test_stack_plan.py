@@ -12,8 +12,6 @@ from services.common.settings import RampartSettings
 from services.stack.plan import programs, stack_env
 from services.stack.supervisor_conf import render
 
-pytestmark = pytest.mark.unit
-
 
 def settings(tmp_path: Path, **extra: object) -> RampartSettings:
     venv = tmp_path / "triton-venv"

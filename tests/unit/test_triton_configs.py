@@ -12,8 +12,6 @@ from tritonclient.grpc import model_config_pb2
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.unit
-
 TEMPLATE = REPO / "services" / "rerank" / "model_repository" / "rampart_reranker" / "config.pbtxt"
 GPU = REPO / "deploy" / "triton" / "model_repository_gpu"
 FILLED = {

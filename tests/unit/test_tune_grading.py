@@ -11,8 +11,6 @@ from services.cli.tune_grading import answer_hit, half_of, parse_set, thresholds
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 
-pytestmark = pytest.mark.unit
-
 
 def test_test_splits_and_the_heldout_half_are_refused(tmp_path: Path) -> None:
     s = RampartSettings(data_dir=tmp_path)

@@ -8,8 +8,6 @@ from services.cli.tune_routing import _choose, weight_grid
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 
-pytestmark = pytest.mark.unit
-
 
 def test_grid_sums_to_one_and_rejects_bad_steps() -> None:
     assert weight_grid(0.25) == [0.0, 0.25, 0.5, 0.75, 1.0]

@@ -30,8 +30,6 @@ from services.retrieval.fusion import Bounds
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 from services.retrieval.index import Copies
 
-pytestmark = pytest.mark.unit
-
 CHUNK = Chunk(
     chunk_id="d1#0",
     doc_id="d1",

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from services.factcheck.celery_app import _code
-
-pytestmark = pytest.mark.unit
 
 REFUSED = {"error": {"code": "failed_precondition", "message": "another model"}}
 

@@ -1,6 +1,6 @@
 """The committed stubs in proto/gen are exactly what `make proto` generates from proto/rampart.
 
-Integration-marked: protoc runs the mypy-protobuf plugins as child processes.
+An integration test: protoc runs the mypy-protobuf plugins as child processes.
 """
 
 from __future__ import annotations
@@ -8,11 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 from services.common import proto_build
-
-pytestmark = pytest.mark.integration
 
 
 def test_committed_stubs_match_the_protos() -> None:
