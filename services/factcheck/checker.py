@@ -4,7 +4,7 @@ Implementations: :class:`~services.factcheck.in_process.InProcessFactChecker` (e
 thread pool) and :class:`~services.factcheck.celery_checker.CeleryFactChecker` (Redis-backed Celery
 workers, batched tasks of passages). Both gather per-document evidence with the same functions and decide
 with the same classifier, so their verdicts are identical for the same inputs (the contract suite in
-``tests/integration/test_factcheck_contract.py`` holds them to that).
+``tests/contracts/fact_checker.py`` holds them to that).
 """
 
 from __future__ import annotations

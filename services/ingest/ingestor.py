@@ -1,6 +1,6 @@
 """The ``Ingestor`` protocol (what the gateway needs from ingest) and its embedded implementation.
 
-Two implementations, one contract suite (``tests/integration/test_ingestor_contract.py``):
+Two implementations, one contract suite (``tests/contracts/ingestor.py``):
 :class:`LocalIngestor` runs :class:`IngestService` in this process on the local index (embedded
 mode); :class:`services.ingest.remote_ingest.RemoteIngest` calls the durable ingest service over
 gRPC (distributed mode, ``settings.remote.ingest_address``).

@@ -3,7 +3,7 @@
 Implementations: :class:`~services.rerank.onnx_reranker.OnnxReranker` (embedded default, in-process
 onnxruntime) and :class:`~services.rerank.triton_reranker.TritonReranker` (NVIDIA Triton over gRPC).
 Both return raw relevance logits for the same model, so the stage on top cannot tell them apart
-(the contract suite in ``tests/integration/test_reranker_contract.py`` holds them to that).
+(the contract suite in ``tests/contracts/reranker.py`` holds them to that).
 """
 
 from __future__ import annotations
