@@ -97,8 +97,8 @@ def bench_rerank(
     import tempfile
 
     from services.common.net import free_port
-    from services.common.settings import TritonSettings
     from services.evaluation.rerank_bench import ScoreFn, ratios, run_rerank_bench, torch_scorer
+    from services.rerank.config import TritonSettings
     from services.rerank.onnx_reranker import OnnxReranker, load_manifest
     from services.rerank.triton_repository import materialize
     from services.rerank.triton_reranker import TritonReranker

@@ -38,7 +38,8 @@ from services.cli.ui import (
     write_json_report,
 )
 from services.common.errors import RampartError, invalid
-from services.common.settings import GradingSettings, RampartSettings
+from services.common.settings import RampartSettings
+from services.orchestrator.corrective.config import GradingSettings
 from services.orchestrator.corrective.grading import FEATURES, features
 
 DEFAULT_SETS = ["hotpotqa_dev500::test::train", "scifact::train", "@train-cache/nq_open_oracle::train"]

@@ -38,7 +38,8 @@ from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.llm_client import llm_model_id
 from services.common.metrics import record_request
 from services.common.otel import trace_celery_worker
-from services.common.settings import CelerySettings, RampartSettings
+from services.common.settings import RampartSettings
+from services.factcheck.config import CelerySettings
 from services.factcheck.evidence import (
     EVIDENCE_VERSION,
     CheckInput,

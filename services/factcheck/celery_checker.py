@@ -36,7 +36,7 @@ from kombu.exceptions import OperationalError
 from pydantic import ValidationError
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import FactCheckSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.factcheck.celery_app import (
     BATCH_TASK_NAME,
     TRANSIENT_ERRORS,
@@ -50,6 +50,7 @@ from services.factcheck.celery_app import (
 )
 from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide_head
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.inputs import check_items
 from services.factcheck.model_conflicts import ModelConflicts

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from services.common.config import LlmSettings
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
-from services.common.settings import LlmSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.verdicts import Verdict
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from services.common.config import RemoteSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import trace_headers
-from services.common.settings import RampartSettings, RemoteSettings
+from services.common.settings import RampartSettings
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.ingest.ingestor import Ingestor, LocalIngestor
 from services.orchestrator.serving.http_app import InProcessBackend, OrchestratorBackend

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.common.config import GrpcServerSettings, RemoteSettings
 from services.common.errors import RampartError
 from services.common.net import free_port
-from services.common.settings import GrpcServerSettings, IndexSettings, RemoteSettings
 from services.common.types import Acl, Chunk, DocumentState, Principal, SearchFilters
+from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.index import Copies, SearchIndex

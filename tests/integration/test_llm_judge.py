@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from services.common.config import LlmSettings
 from services.common.net import free_port
-from services.common.settings import FactCheckSettings, LlmSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.verdicts import Verdict
 from services.factcheck.celery_app import evidence_model_id
 from services.factcheck.checker import build_fact_checker
 from services.factcheck.classifier import decide
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.in_process import InProcessFactChecker
 from services.factcheck.llm_judge import LlmJudge, LlmVerdict, build_judge

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from services.common.settings import FactCheckSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.verdicts import Verdict
 from services.factcheck.checker import build_conflicts
 from services.factcheck.classifier import decide
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.contradiction import ContradictionModel
 from services.factcheck.detectors import Signal
 from services.factcheck.evidence import CheckInput, gather_evidence

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import TritonSettings
 from services.models.reranker_export import spearman
+from services.rerank.config import TritonSettings
 from services.rerank.onnx_reranker import OnnxReranker
 from services.rerank.reranker import Reranker
 from services.rerank.stage import RerankStage

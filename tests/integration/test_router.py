@@ -12,10 +12,11 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.common.errors import RampartError
-from services.common.settings import RampartSettings, RoutingSettings
+from services.common.settings import RampartSettings
 from services.models.router_data import SourceQuestion, build_labelled, split_rows
 from services.models.router_train import RouterTrainConfig, featurise, fit_router
 from services.orchestrator.plan import Complexity, QueryType
+from services.orchestrator.routing.config import RoutingSettings
 from services.orchestrator.routing.features import CHEAP_FEATURES
 from services.orchestrator.routing.router import LinearHead, QueryRouter, RouterWeights, build_router
 from services.retrieval.embedder import Embedder

@@ -8,8 +8,8 @@ import pytest
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
-from services.common.settings import SessionSettings
 from services.common.types import Principal
+from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.session_redis import RedisSessionStore
 from services.orchestrator.conversation.sessions import Turn, build_session_store, new_session
 from tests.integration.redis_server import RedisServer

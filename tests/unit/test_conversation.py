@@ -8,8 +8,8 @@ import time
 import pytest
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import SessionSettings
 from services.common.types import Principal
+from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.entities import MAX_MENTIONS, entity_key, mentions
 from services.orchestrator.conversation.fact_graph import MAX_FACTS, FactGraph
 from services.orchestrator.conversation.rewrite import ConversationalRewriter

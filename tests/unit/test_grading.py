@@ -8,8 +8,9 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from services.common.errors import RampartError
-from services.common.settings import FactCheckSettings, GradingSettings, SecondarySourceSettings
 from services.common.types import Chunk, ScoredChunk
+from services.factcheck.config import FactCheckSettings
+from services.orchestrator.corrective.config import GradingSettings, SecondarySourceSettings
 from services.orchestrator.corrective.grading import FEATURES, RetrievalGrader, features, grade_of, logistic
 from services.orchestrator.corrective.refine import RefinedContext, Strip, locate, strip_scores
 from services.orchestrator.corrective.retrieval import _merge

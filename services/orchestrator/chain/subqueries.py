@@ -20,9 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from services.common.config import LlmSettings
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
-from services.common.settings import LlmSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.titles import clean_title
 from services.common.types import ScoredChunk
 from services.factcheck.text import STOP_WORDS, sentences, terms, words

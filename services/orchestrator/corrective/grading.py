@@ -23,10 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.common.errors import invalid
-from services.common.settings import FactCheckSettings, GradingSettings
 from services.common.types import ScoredChunk
 from services.factcheck.classifier import relevance_probability
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import bounded_text, strip_coverage
+from services.orchestrator.corrective.config import GradingSettings
 from services.orchestrator.plan import Grade
 from services.retrieval.hybrid import SearchOutcome
 
