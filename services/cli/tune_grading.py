@@ -137,8 +137,8 @@ def collect(settings: RampartSettings, specs: list[str], queries: int, k: int) -
     from services.retrieval.embedder import build_embedder
     from services.retrieval.hybrid import HybridRetriever
 
-    embedder = build_embedder(settings)
-    reranker = build_reranker(settings)
+    embedder = build_embedder(settings.embedding, settings.models_dir)
+    reranker = build_reranker(settings.rerank, settings.models_dir)
     if reranker is None:
         raise invalid("tuning the evaluator needs the reranker; run `rampart models build`")
     g = settings.grading
@@ -296,8 +296,8 @@ def tune_refinement(
         dataset = load_beir(root, "test")
         half = select_queries(list(dataset.queries), query_half)  # type: ignore[arg-type]
         chosen = [q for q in half if answers.get(q)][:queries]
-        embedder = build_embedder(settings)
-        reranker = build_reranker(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
+        reranker = build_reranker(settings.rerank, settings.models_dir)
         base = {"recall": 0, "chars": 0}
         per = {w: {"recall": 0, "chars": 0, "strips": 0} for w in grid}
         with (

@@ -72,16 +72,16 @@ class RampartSettings(BaseSettings):
     stack: StackSettings = StackSettings()
 
     def embedding_model_dir(self) -> Path:
-        return self.embedding.model_dir or self.models_dir / "minilm-l6-v2"
+        return self.embedding.resolve_model_dir(self.models_dir)
 
     def reranker_model_dir(self) -> Path:
-        return self.rerank.model_dir or self.models_dir / "reranker"
+        return self.rerank.resolve_model_dir(self.models_dir)
 
     def contradiction_model_dir(self) -> Path:
-        return self.factcheck.contradiction_model_dir or self.models_dir / "contradiction"
+        return self.factcheck.resolve_contradiction_model_dir(self.models_dir)
 
     def router_model_dir(self) -> Path:
-        return self.routing.model_dir or self.models_dir / "router"
+        return self.routing.resolve_model_dir(self.models_dir)
 
     def stack_dir(self) -> Path:
         return self.stack.dir or self.data_dir / "stack"

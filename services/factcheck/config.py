@@ -258,3 +258,7 @@ class FactCheckSettings(BaseModel):
         "default <models_dir>/contradiction",
     )
     celery: CelerySettings = CelerySettings()
+
+    def resolve_contradiction_model_dir(self, models_dir: Path) -> Path:
+        """``contradiction_model_dir``, or the folder ``rampart models build`` installs it in."""
+        return self.contradiction_model_dir or models_dir / "contradiction"

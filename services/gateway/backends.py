@@ -59,7 +59,13 @@ class GatewayBackends:
                 f"(got {r.orchestrator_url!r}, {r.ingest_address!r}); set RAMPART_REMOTE__… or use "
                 "`rampart serve` without them for the embedded mode",
             )
-        return cls(settings, RemoteIngest.from_settings(settings), HttpOrchestrator(r))
+        return cls(
+            settings,
+            RemoteIngest.from_settings(
+                settings.remote, max_message_bytes=settings.ingest_service.max_message_bytes
+            ),
+            HttpOrchestrator(r),
+        )
 
     async def readiness(self) -> dict[str, Any]:
         """``/readyz``: the pipeline's readiness (raises when it cannot serve) plus ingest's."""

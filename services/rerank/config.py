@@ -93,3 +93,7 @@ class RerankSettings(BaseModel):
         default=50_000, ge=0, description="Cached scores by (model, query, chunk); 0 = off"
     )
     triton: TritonSettings = TritonSettings()
+
+    def resolve_model_dir(self, models_dir: Path) -> Path:
+        """``model_dir``, or the folder ``rampart models build`` installs the reranker in."""
+        return self.model_dir or models_dir / "reranker"

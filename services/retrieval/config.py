@@ -36,6 +36,10 @@ class EmbeddingSettings(BaseModel):
         "search, the reranker; docs/benchmarks.md); on only helps a process that embeds back to back",
     )
 
+    def resolve_model_dir(self, models_dir: Path) -> Path:
+        """``model_dir``, or the folder ``rampart models build`` installs the embedder in."""
+        return self.model_dir or models_dir / "minilm-l6-v2"
+
 
 class IndexSettings(BaseModel):
     bm25_k1: float = Field(default=1.2, ge=0.0, le=10.0, description="BM25 term-frequency saturation")

@@ -78,7 +78,7 @@ async def serve(settings: RampartSettings) -> None:
     from services.retrieval.embedder import build_embedder
     from services.retrieval.index import open_index
 
-    embedder = build_embedder(settings)
+    embedder = build_embedder(settings.embedding, settings.models_dir)
     index = open_index(settings, embedder.dim, embedder.model_id)
     app = RetrievalApp(settings.retrieval_service, index, embedder)
     try:

@@ -136,7 +136,7 @@ CLUSTER = {"duplicate_threshold": 0.78, "duplicate_min_docs": 4}
 def make_checker(server: RedisServer, models_dir: Path, embedder: Embedder) -> CeleryFactChecker:
     s = celery_settings(server, models_dir)
     s = s.model_copy(update={"factcheck": s.factcheck.model_copy(update=CLUSTER)})
-    return CeleryFactChecker.from_settings(s, embedder)
+    return CeleryFactChecker.from_settings(s.factcheck, s.llm, embedder)
 
 
 # ---- fixtures --------------------------------------------------------------------------------------

@@ -110,11 +110,8 @@ def test_missing_artifact_names_models_build(tmp_path: Path, embedder: Embedder)
         models_dir=tmp_path / "models", routing=RoutingSettings(model_dir=tmp_path / "none")
     )
     with pytest.raises(RampartError, match="rampart models build"):
-        build_router(settings, embedder)
-    assert (
-        build_router(settings.model_copy(update={"routing": RoutingSettings(enabled=False)}), embedder)
-        is None
-    )
+        build_router(settings.routing, embedder, settings.models_dir)
+    assert build_router(RoutingSettings(enabled=False), embedder, settings.models_dir) is None
 
 
 def test_router_refuses_another_embedder(tiny_dir: Path, embedder: Embedder) -> None:

@@ -84,3 +84,7 @@ class RoutingSettings(BaseModel):
         if missing:
             raise ValueError(f"routing.plans lacks {sorted(missing)}; give low, medium and high")
         return self
+
+    def resolve_model_dir(self, models_dir: Path) -> Path:
+        """``model_dir``, or the folder ``rampart models build`` installs the router in."""
+        return self.model_dir or models_dir / "router"
