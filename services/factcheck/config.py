@@ -239,8 +239,7 @@ class FactCheckSettings(BaseModel):
         ge=0,
         le=200,
         description="Most similar passage pairs per check read by the contradiction classifier (2 model "
-        "calls each); 0 = claim alignment only (the default: on the dev attack sets the classifier changed "
-        "no outcome and cost ~0.4 s per check at 12 pairs, docs/benchmarks.md)",
+        "calls each); 0 = claim alignment only (the default; why, and the cost, in docs/factcheck.md)",
     )
     use_llm: bool = Field(
         default=True,

@@ -30,9 +30,7 @@ class TritonSettings(BaseModel):
 
 
 class RerankSettings(BaseModel):
-    # On by default: blended with the first stage and with the two-hop lift, the shipped model adds
-    # +0.041 nDCG@10 on SciFact test and +0.043 on HotpotQA held-out (both p < 0.001; docs/benchmarks.md)
-    # for ~0.3 s per query on two CPU cores; latency-bound deployments turn it off here or per request.
+    # On: the shipped model's gain and CPU cost are in docs/benchmarks.md; latency-bound setups turn it off.
     enabled: bool = Field(
         default=True,
         description="Rerank every search unless the request says otherwise (see docs/reranking.md)",
@@ -58,7 +56,7 @@ class RerankSettings(BaseModel):
     weight: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Weight of the reranker score in fused mode"
     )
-    # 0.8: the middle of the plateau (0.7-0.9) on the HotpotQA-500 train half (docs/reranking.md)
+    # 0.8: the middle of the plateau tuned on HotpotQA train (docs/reranking.md).
     link_weight: float = Field(
         default=0.8,
         ge=0.0,

@@ -63,27 +63,24 @@ MAX_BACKLINKS = 10  # pages naming the seeds that may join the head (FusionSetti
 
 class FusionSettings(BaseModel):
     method: FusionMethod = Field(default=FusionMethod.MINMAX, description="minmax, zscore or rrf")
-    # 0.5 / 0.5: the SciFact *train* sweep (docs/benchmarks.md) found no split significantly better
-    # (best, 0.4/0.6: +0.005 nDCG@10, p = 0.06), so the conventional equal weights stay.
+    # Equal weights: no tuned split beat them significantly (the sweep is in docs/benchmarks.md).
     bm25_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of BM25 in fusion")
     dense_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of dense in fusion")
     rrf_k: int = Field(default=60, ge=1, description="RRF constant k")
-    # 300, what the evaluation's single-shot and chain pipelines always used: a chunk ranked 150th by one
-    # retriever and 20th by the other keeps both scores. +3-5 ms per search over 100 (docs/benchmarks.md).
+    # 300: deep enough that a chunk one retriever ranks low keeps both scores (cost: docs/benchmarks.md).
     candidates: int = Field(default=300, ge=1, le=2000, description="Per-retriever candidates before fusion")
     fill_missing: bool = Field(
         default=True,
         description="Score a chunk found by only one retriever with the other one too (see docs/fusion.md)",
     )
-    # 3: on the HotpotQA-500 train half, routed all_supporting@5/@10 0.919/0.945 -> 0.930/0.952 and
-    # chain:1 0.934/0.963 -> 0.941/0.978 (5 seeds: the same within a question); docs/retrieval.md.
+    # 3: brings two-hop questions their second page; tuned on HotpotQA train (docs/retrieval.md).
     link_seeds: int = Field(
         default=3,
         ge=0,
         le=MAX_LINK_SEEDS,
         description="Pages the top N fused results name by title join the reranked head (0 = off)",
     )
-    # 2: chosen on the HotpotQA-500 train half (docs/retrieval.md, "Pages that name the top results").
+    # 2: tuned on HotpotQA train (docs/retrieval.md, "Pages that name the top results").
     backlinks: int = Field(
         default=2,
         ge=0,

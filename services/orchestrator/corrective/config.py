@@ -36,8 +36,7 @@ class GradingSettings(BaseModel):
     """CRAG's retrieval evaluator and corrective actions (papers.md §3)."""
 
     enabled: bool = Field(default=True, description="Grade each retrieved set and act on the grade")
-    # Evaluator and thresholds: `rampart tune grading --queries 150` (fit half of HotpotQA-500 train
-    # half + SciFact train + NQ-oracle train queries; ≥ 0.9 precision for Correct and for Incorrect).
+    # Thresholds: fitted with the evaluator by `rampart tune grading` (data and figures: docs/grading.md).
     correct_threshold: float = Field(
         default=0.78, ge=0.0, le=1.0, description="Score at or above: Correct (tuned on dev data, CRAG: 0.7)"
     )
@@ -45,8 +44,7 @@ class GradingSettings(BaseModel):
         default=0.45, ge=0.0, le=1.0, description="Score below: Incorrect (tuned on dev data, CRAG: 0.5)"
     )
     depth: int = Field(default=5, ge=1, le=50, description="Top results the evaluator reads")
-    # Off: on the HotpotQA-500 train half the re-search changed no figure at @<=10 (its hits rank
-    # after the primary ones) and cost 0.07 calls per query (docs/benchmarks.md).
+    # Off: the re-search costs a call and changed no figure (docs/benchmarks.md).
     research_primary: bool = Field(
         default=False,
         description="Incorrect with no secondary source: search the primary corpus once more with the "
@@ -66,8 +64,7 @@ class GradingSettings(BaseModel):
     bias: float = Field(
         default=-3.5398, description="Logistic evaluator's intercept (fitted with the weights on dev data)"
     )
-    # Refinement defaults: chosen with `rampart tune refinement` and variants on HotpotQA-500 train-half
-    # queries (answer-string recall vs characters kept; docs/grading.md)
+    # Refinement: chosen with `rampart tune refinement` (figures: docs/grading.md, "Choosing the rule").
     strips: int = Field(
         default=8,
         ge=1,

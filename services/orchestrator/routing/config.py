@@ -45,16 +45,11 @@ class RoutePlan(BaseModel):
 def _hypa_plans() -> dict[str, RoutePlan]:
     return {
         "low": RoutePlan(context_k=3, bm25_weight=0.5, dense_weight=0.4, kg_weight=0.1, kg_depth=1),
-        # Medium = two-entity questions (comparisons): the question names both, so one hop after the
-        # first search is all a chain needs. On the HotpotQA-500 train half, 2 steps against 5 gave
-        # all_supporting@2 0.831 vs 0.809 at 1.62 vs 1.81 calls (docs/chain.md).
+        # Medium = two-entity questions: one hop after the first search suffices (figures: docs/chain.md).
         "medium": RoutePlan(
             context_k=5, bm25_weight=0.4, dense_weight=0.4, kg_weight=0.2, kg_depth=2, chain_steps=2
         ),
-        # High = multi-step questions, searched by the chain. HyPA tunes each row's weights on dev
-        # data; this row's BM25:dense split was tuned on the routed pipeline's all_supporting (HotpotQA
-        # train half; grid in docs/routing.md), because step 1's ranking seeds the chain's links and
-        # stops. The KG's 0.3 share is 0 until a KG retriever exists; retune with one.
+        # High = multi-step questions; BM25:dense tuned for the chain's first step (grid: docs/routing.md).
         "high": RoutePlan(context_k=10, bm25_weight=0.7, dense_weight=0.3, kg_weight=0.0, kg_depth=3),
     }
 
