@@ -1,11 +1,13 @@
 """Settings of CRAG's corrective retrieval: :class:`GradingSettings` (``grading``), read by the
-grader (evaluator and thresholds), the knowledge refiner (``strips`` and the rest) and the corrective
+grader (which evaluator, and the thresholds on its score; the evaluator's fitted weights are a model
+artifact, :mod:`.evaluator`), the knowledge refiner (``strips`` and the rest) and the corrective
 step (``research_primary``); :class:`SecondarySourceSettings` (``grading.secondary``), read by
 :func:`~services.orchestrator.corrective.secondary.build_secondary`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
@@ -36,7 +38,7 @@ class GradingSettings(BaseModel):
     """CRAG's retrieval evaluator and corrective actions (papers.md §3)."""
 
     enabled: bool = Field(default=True, description="Grade each retrieved set and act on the grade")
-    # Thresholds: fitted with the evaluator by `rampart tune grading` (data and figures: docs/grading.md).
+    # Thresholds: the operating point `rampart tune grading` chose for the shipped evaluator (its manifest).
     correct_threshold: float = Field(
         default=0.78, ge=0.0, le=1.0, description="Score at or above: Correct (tuned on dev data, CRAG: 0.7)"
     )
@@ -50,19 +52,18 @@ class GradingSettings(BaseModel):
         description="Incorrect with no secondary source: search the primary corpus once more with the "
         "rewritten query (one more retrieval call)",
     )
-    weights: dict[str, float] = Field(
-        default_factory=lambda: {
-            "p_max": 7.2681,
-            "p_mean": -1.7951,
-            "coverage": 2.3686,
-            "agreement": 0.2625,
-            "dense_max": -1.8906,
-        },
-        description="Logistic evaluator: feature -> weight (features in docs/grading.md; "
-        "fitted by `rampart tune grading` on dev data)",
+    evaluator_dir: Path | None = Field(
+        default=None,
+        description="Folder with the logistic evaluator (weights.json, manifest.json; written by `rampart "
+        "tune grading --out`); unset = the shipped one (services/models/artifacts/grading)",
     )
-    bias: float = Field(
-        default=-3.5398, description="Logistic evaluator's intercept (fitted with the weights on dev data)"
+    weights: dict[str, float] | None = Field(
+        default=None,
+        description="Logistic evaluator: feature -> weight (features in docs/grading.md), replacing the "
+        "evaluator's; unset = the evaluator's (grading.evaluator_dir)",
+    )
+    bias: float | None = Field(
+        default=None, description="Logistic evaluator's intercept, replacing the evaluator's; unset = its own"
     )
     # Refinement: chosen with `rampart tune refinement` (figures: docs/grading.md, "Choosing the rule").
     strips: int = Field(
