@@ -44,7 +44,7 @@ def bench_search(
     settings = load_settings()
     try:
         dataset = load_beir(resolve_dataset(data_dir, settings), split)
-        embedder = build_embedder(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
         with progress_bar() as bar:
             progress = task_updater(bar)
             figures = run_bench(dataset, settings, embedder, docs=docs, queries=queries, progress=progress)
@@ -97,8 +97,8 @@ def bench_rerank(
     import tempfile
 
     from services.common.net import free_port
-    from services.common.settings import TritonSettings
     from services.evaluation.rerank_bench import ScoreFn, ratios, run_rerank_bench, torch_scorer
+    from services.rerank.config import TritonSettings
     from services.rerank.onnx_reranker import OnnxReranker, load_manifest
     from services.rerank.triton_repository import materialize
     from services.rerank.triton_reranker import TritonReranker
@@ -243,7 +243,7 @@ def bench_factcheck(
             f"give positive integers, e.g. 1,8 (got {concurrency!r})", param_hint="--concurrency"
         )
     try:
-        embedder = build_embedder(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
         with sigterm_as_interrupt(), progress_bar() as bar:
             record = run_factcheck_bench(
                 settings,

@@ -45,7 +45,7 @@ def eval_router(
     try:
         if split not in ("train", "heldout"):
             raise invalid(f"--split {split!r}: use heldout (the report) or train")
-        embedder = build_embedder(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
         router = QueryRouter.from_dir(
             model_dir or settings.router_model_dir(), embedder, min_confidence=settings.routing.min_confidence
         )

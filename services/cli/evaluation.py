@@ -104,9 +104,11 @@ def attack(
             keep = set(select_queries([a.qid for a in attacks] + list(dataset.queries), query_split))  # type: ignore[arg-type]
             attacks = [a for a in attacks if a.qid in keep]
             dataset = replace(dataset, queries={q: t for q, t in dataset.queries.items() if q in keep})
-        embedder = build_embedder(settings)
-        reranker = build_reranker(settings) if settings.rerank.enabled else None
-        checker = build_fact_checker(settings, embedder)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
+        reranker = build_reranker(settings.rerank, settings.models_dir) if settings.rerank.enabled else None
+        checker = build_fact_checker(
+            settings.factcheck, embedder, llm=settings.llm, models_dir=settings.models_dir
+        )
         if checker is None:
             raise typer.BadParameter("factcheck.backend is none; nothing to measure")
         try:
@@ -225,7 +227,12 @@ def claims(
     settings = load_settings()
     try:
         cases = load_claims(resolve_dataset(claims_dir, settings), split)
-        checker = build_fact_checker(settings, build_embedder(settings))
+        checker = build_fact_checker(
+            settings.factcheck,
+            build_embedder(settings.embedding, settings.models_dir),
+            llm=settings.llm,
+            models_dir=settings.models_dir,
+        )
         if checker is None:
             raise typer.BadParameter("factcheck.backend is none; nothing to measure")
         try:

@@ -497,8 +497,12 @@ def evaluate(
     try:
         dataset = load_beir(resolve_dataset(data_dir, settings), split).half(query_split)  # type: ignore[arg-type]
         specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
-        embedder = build_embedder(settings)
-        reranker = build_reranker(settings) if any(s.rerank or s.routed for s in specs) else None
+        embedder = build_embedder(settings.embedding, settings.models_dir)
+        reranker = (
+            build_reranker(settings.rerank, settings.models_dir)
+            if any(s.rerank or s.routed for s in specs)
+            else None
+        )
         with progress_bar() as bar:
             progress = task_updater(bar)
             summary, per_query, info = evaluate_pipelines(

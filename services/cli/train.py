@@ -112,7 +112,7 @@ def train_reranker_cmd(
         zero_head=zero_head,
     )
     try:
-        embedder = build_embedder(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
         with progress_bar() as bar:
             onnx_dir = train_reranker(
                 settings,
@@ -259,7 +259,7 @@ def train_router_cmd(
     settings = load_settings()
     cfg = RouterTrainConfig(c=c, embedding_scale=embedding_scale, seed=seed)
     try:
-        embedder = build_embedder(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
         with progress_bar() as bar:
             model_dir = train_router(
                 data or settings.eval_data_dir,
@@ -355,7 +355,7 @@ def train_pairs_cmd(
     cfg = PairTrainConfig(lam=lam, folds=folds, seed=seed, cv_lams=lams)
     try:
         dataset = load_beir(resolve_dataset(data, settings), split).half(query_split)  # type: ignore[arg-type]
-        reranker = build_reranker(settings)
+        reranker = build_reranker(settings.rerank, settings.models_dir)
         if reranker is None:
             raise typer.BadParameter(
                 "the pair model reads the reranker's scores, but rerank.backend is none; unset "
@@ -365,7 +365,7 @@ def train_pairs_cmd(
             examples, counts = collect_examples(
                 dataset,
                 settings,
-                build_embedder(settings),
+                build_embedder(settings.embedding, settings.models_dir),
                 reranker,
                 cache_dir or settings.data_dir / "eval-cache",
                 progress=task_updater(bar),

@@ -101,8 +101,8 @@ def tune_factcheck(
     }
     wide = settings.model_copy(update={"factcheck": settings.factcheck.model_copy(update=gather)})
     try:
-        embedder = build_embedder(settings)
-        reranker = build_reranker(settings) if settings.rerank.enabled else None
+        embedder = build_embedder(settings.embedding, settings.models_dir)
+        reranker = build_reranker(settings.rerank, settings.models_dir) if settings.rerank.enabled else None
         stage = RerankStage(reranker, ScoreCache(200_000))
         key = cases_key({"sets": sets, "clean_queries": clean_queries, "k": k}, wide)
         cached = load_cases(cases_file, key) if cases_file else None

@@ -8,7 +8,9 @@ Cases come from dev queries searched the way the gateway searches (hybrid → re
   (made only when something was removed).
 
 Queries are split in two by a salted hash of the query id: the logistic model and the thresholds are
-fitted on one half and reported on the other. Sets are dev data only: HotpotQA-500's ``train`` half,
+fitted on one half and reported on the other. ``--out DIR`` writes the evaluator as an artifact
+(weights, manifest with the data, command, date and figures, model card; the shipped one is
+``services/models/artifacts/grading``). Sets are dev data only: HotpotQA-500's ``train`` half,
 SciFact's ``train`` qrels, NQ-oracle's ``train`` qrels; a ``test`` qrels split is refused unless
 limited to the ``train`` query half.
 """
@@ -19,6 +21,7 @@ import hashlib
 import json
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,8 +41,10 @@ from services.cli.ui import (
     write_json_report,
 )
 from services.common.errors import RampartError, invalid
-from services.common.settings import GradingSettings, RampartSettings
-from services.orchestrator.corrective.grading import FEATURES, features
+from services.common.settings import RampartSettings
+from services.orchestrator.corrective.config import GradingSettings
+from services.orchestrator.corrective.evaluator import FEATURES, Evaluator, build_evaluator
+from services.orchestrator.corrective.grading import features
 
 DEFAULT_SETS = ["hotpotqa_dev500::test::train", "scifact::train", "@train-cache/nq_open_oracle::train"]
 
@@ -107,14 +112,14 @@ def thresholds(scores: np.ndarray, y: np.ndarray, precision: float) -> tuple[flo
     return correct, min(incorrect, correct)
 
 
-def report(cases: list[Case], g: GradingSettings) -> dict[str, Any]:
-    """AUC, and per true label the share graded Correct / Ambiguous / Incorrect."""
+def report(cases: list[Case], evaluator: Evaluator, g: GradingSettings) -> dict[str, Any]:
+    """AUC, and per true label the share graded Correct / Ambiguous / Incorrect (``g``'s thresholds)."""
     from sklearn.metrics import roc_auc_score
 
-    from services.orchestrator.corrective.grading import grade_of, logistic
+    from services.orchestrator.corrective.grading import grade_of
 
     _, y = matrix(cases)
-    scores = np.asarray([logistic(c.features, g.weights, g.bias) for c in cases])
+    scores = np.asarray([evaluator.score(c.features) for c in cases])
     grades = [grade_of(float(s), g).value for s in scores]
     row: dict[str, Any] = {"cases": len(cases), "auc": round(float(roc_auc_score(y, scores)), 4)}
     for label, name in ((1, "correct"), (0, "incorrect")):
@@ -125,7 +130,8 @@ def report(cases: list[Case], g: GradingSettings) -> dict[str, Any]:
     return row
 
 
-def collect(settings: RampartSettings, specs: list[str], queries: int, k: int) -> list[Case]:
+def collect(settings: RampartSettings, specs: list[str], queries: int, k: int) -> tuple[list[Case], str]:
+    """The dev cases, and the id of the reranker whose scores they hold."""
     from services.evaluation.beir import load_beir
     from services.evaluation.runner import EVAL_PRINCIPAL, eval_index
     from services.evaluation.splits import select_queries
@@ -136,8 +142,8 @@ def collect(settings: RampartSettings, specs: list[str], queries: int, k: int) -
     from services.retrieval.embedder import build_embedder
     from services.retrieval.hybrid import HybridRetriever
 
-    embedder = build_embedder(settings)
-    reranker = build_reranker(settings)
+    embedder = build_embedder(settings.embedding, settings.models_dir)
+    reranker = build_reranker(settings.rerank, settings.models_dir)
     if reranker is None:
         raise invalid("tuning the evaluator needs the reranker; run `rampart models build`")
     g = settings.grading
@@ -176,7 +182,7 @@ def collect(settings: RampartSettings, specs: list[str], queries: int, k: int) -
                             progress(dataset.name, i, len(chosen))
     finally:
         reranker.close()
-    return cases
+    return cases, reranker.model_id
 
 
 @tune_app.command("grading")
@@ -195,37 +201,41 @@ def tune_grading(
         float, typer.Option(min=0.5, max=1.0, help="Precision each of Correct / Incorrect must reach")
     ] = 0.9,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the cases' summary here")] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the fitted evaluator here as an artifact (weights.json, manifest.json, "
+            "MODEL_CARD.md) for RAMPART_GRADING__EVALUATOR_DIR",
+        ),
+    ] = None,
 ) -> None:
     """Fit the CRAG retrieval evaluator and its Correct / Incorrect thresholds on dev queries; prints
-    the settings to use (docs/grading.md)."""
+    the settings to use, and with --out writes the evaluator artifact (docs/grading.md)."""
     settings = load_settings()
     try:
-        cases = collect(settings, sets or DEFAULT_SETS, queries, k)
+        specs = sets or DEFAULT_SETS
+        cases, reranker_id = collect(settings, specs, queries, k)
         fit_cases = [c for c in cases if half_of(c.qid) == "fit"]
         held = [c for c in cases if half_of(c.qid) == "report"]
         weights, bias = fit(fit_cases)
-        from services.orchestrator.corrective.grading import logistic
-
-        x_scores = np.asarray([logistic(c.features, weights, bias) for c in fit_cases])
+        evaluator = Evaluator(weights, bias)
+        x_scores = np.asarray([evaluator.score(c.features) for c in fit_cases])
         correct, incorrect = thresholds(x_scores, matrix(fit_cases)[1], precision)
         tuned = settings.grading.model_copy(
-            update={
-                "weights": weights,
-                "bias": bias,
-                "correct_threshold": correct,
-                "incorrect_threshold": incorrect,
-            }
+            update={"correct_threshold": correct, "incorrect_threshold": incorrect}
         )
         default = settings.grading
+        current = build_evaluator(default)
     except RampartError as exc:
         raise fail(exc) from exc
     rows = {
-        "fit": report(fit_cases, tuned),
-        "report": report(held, tuned),
-        "report, current settings": report(held, default),
+        "fit": report(fit_cases, evaluator, tuned),
+        "report": report(held, evaluator, tuned),
+        "report, current settings": report(held, current, default),
     }
     for name in sorted({c.dataset for c in cases}):
-        rows[f"report {name}"] = report([c for c in held if c.dataset == name], tuned)
+        rows[f"report {name}"] = report([c for c in held if c.dataset == name], evaluator, tuned)
     table = Table(title=f"CRAG evaluator on {len(cases)} dev cases (tuned unless said; fit / report halves)")
     table.add_column("metric")
     for name in rows:
@@ -241,10 +251,32 @@ def tune_grading(
     }
     console.print("settings to use (RAMPART_GRADING__<NAME>):")
     out.print(json.dumps(chosen, indent=2))
-    if json_out:
-        write_json_report(
-            json_out, {"command": "rampart " + " ".join(sys.argv[1:]), "best": chosen, "rows": rows}
+    command = "rampart " + " ".join(sys.argv[1:])
+    if out_dir:
+        from services.models.grading_artifact import write_evaluator
+
+        write_evaluator(
+            out_dir,
+            evaluator,
+            created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            command=command,
+            data={
+                "sets": specs,
+                "queries_per_set": queries,
+                "correct_when": f"a judged-relevant document in the top {k}",
+                "precision": precision,
+                "cases": {"all": len(cases), "fit": len(fit_cases), "report": len(held)},
+            },
+            thresholds={"correct": correct, "incorrect": incorrect},
+            figures=rows,
+            extra={"reranker": reranker_id, "calibration": list(settings.factcheck.calibration)},
         )
+        console.print(
+            f"evaluator written to {out_dir}: set RAMPART_GRADING__EVALUATOR_DIR={out_dir} and the two "
+            "thresholds above"
+        )
+    if json_out:
+        write_json_report(json_out, {"command": command, "best": chosen, "rows": rows})
 
 
 def answer_hit(text: str, answers: list[str]) -> bool:
@@ -295,8 +327,8 @@ def tune_refinement(
         dataset = load_beir(root, "test")
         half = select_queries(list(dataset.queries), query_half)  # type: ignore[arg-type]
         chosen = [q for q in half if answers.get(q)][:queries]
-        embedder = build_embedder(settings)
-        reranker = build_reranker(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
+        reranker = build_reranker(settings.rerank, settings.models_dir)
         base = {"recall": 0, "chars": 0}
         per = {w: {"recall": 0, "chars": 0, "strips": 0} for w in grid}
         with (

@@ -165,7 +165,7 @@ def tune_routing(
             raise invalid("--low-split test: tune on a training/dev split (SciFact train), never on test")
         validate_metrics([metric])
         grid = weight_grid(step)
-        embedder = build_embedder(settings)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
         router = QueryRouter.from_dir(
             settings.router_model_dir(), embedder, min_confidence=settings.routing.min_confidence
         )

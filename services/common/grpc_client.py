@@ -39,9 +39,9 @@ from tenacity import (
     wait_exponential,
 )
 
+from services.common.config import GrpcServerSettings
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.grpc_server import ERROR_DOMAIN, remaining_s
-from services.common.settings import GrpcServerSettings
 
 R = TypeVar("R")
 

@@ -41,9 +41,9 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from services.common.config import GrpcServerSettings
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.metrics import record_request
-from services.common.settings import GrpcServerSettings
 
 log = logging.getLogger(__name__)
 

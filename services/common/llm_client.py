@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from services.common.config import LlmSettings
 from services.common.http_retry import RetryableStatusError, raise_for_retryable, retryable
-from services.common.settings import LlmSettings
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from services.common.config import GrpcServerSettings
 from services.common.errors import RampartError
 from services.common.metrics import start_metrics_server
 from services.common.otel import (
@@ -19,7 +20,7 @@ from services.common.otel import (
     instrument_grpc_client,
     instrument_grpc_server,
 )
-from services.common.settings import GrpcServerSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.telemetry import configure_logging
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,6 @@ from rampart.retrieval.v1 import index_pb2, retrieval_pb2
 
 from services.common.errors import invalid
 from services.common.query_text import check_query
-from services.common.settings import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.common.types import (
     Acl,
     Chunk,
@@ -33,6 +32,7 @@ from services.common.types import (
     SearchFilters,
 )
 from services.common.verdicts import Judgement, Verdict
+from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds, weights_problem
 from services.retrieval.hybrid import SearchOutcome, SearchParams

@@ -149,8 +149,8 @@ def run_answer_eval(
     from services.retrieval.hybrid import HybridRetriever
 
     dataset, answers = answer_set(name, settings, split)
-    embedder = build_embedder(settings)
-    reranker = build_reranker(settings)
+    embedder = build_embedder(settings.embedding, settings.models_dir)
+    reranker = build_reranker(settings.rerank, settings.models_dir)
     try:
         with eval_index(dataset, settings, embedder, settings.data_dir / "eval-cache", progress=progress) as (
             index,

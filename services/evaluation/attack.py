@@ -130,7 +130,13 @@ def poisoned_index(
             root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
         )
         try:
-            results = IngestService.from_settings(index, embedder, settings).ingest(docs)
+            results = IngestService.from_settings(
+                index,
+                embedder,
+                settings.chunking,
+                max_document_bytes=settings.gateway.max_document_bytes,
+                claim_vectors=settings.index.claim_vectors,
+            ).ingest(docs)
             bad = [r for r in results if r.outcome not in (Outcome.INDEXED, Outcome.UNCHANGED)]
             if bad:
                 raise RampartError(

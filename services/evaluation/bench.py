@@ -51,7 +51,13 @@ def run_bench(
             Path(tmp) / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
         )
         try:
-            ingest = IngestService.from_settings(index, embedder, settings)
+            ingest = IngestService.from_settings(
+                index,
+                embedder,
+                settings.chunking,
+                max_document_bytes=settings.gateway.max_document_bytes,
+                claim_vectors=settings.index.claim_vectors,
+            )
             started = time.perf_counter()
             for i in range(0, len(corpus), batch_size):
                 ingest.ingest(corpus[i : i + batch_size])

@@ -429,7 +429,7 @@ def run_factcheck_bench(
 
         in_process = InProcessFactChecker(embedder, s.factcheck)
         stack.callback(in_process.close)
-        celery = CeleryFactChecker.from_settings(s, embedder)
+        celery = CeleryFactChecker.from_settings(s.factcheck, s.llm, embedder)
         stack.callback(celery.close)
         cache = redis_client(cache_url(s.factcheck.celery), s.factcheck.celery)
         stack.callback(cache.close)

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from services.common.settings import FactCheckSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.types import ScoredChunk
 from services.evaluation.attack import Query, Trace, apply_factcheck, first_stages, summarize
 from services.evaluation.runner import Progress
 from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import EVIDENCE_VERSION, CheckInput, Evidence, gather_evidence
 from services.factcheck.stage import FactCheckStage, to_input
 from services.rerank.stage import RerankStage

@@ -164,7 +164,13 @@ def eval_index(
             root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
         )
         try:
-            ingest = IngestService.from_settings(index, embedder, settings)
+            ingest = IngestService.from_settings(
+                index,
+                embedder,
+                settings.chunking,
+                max_document_bytes=settings.gateway.max_document_bytes,
+                claim_vectors=settings.index.claim_vectors,
+            )
             acl = Acl(groups=["*"])
             total = len(dataset.corpus)
             batch: list[Document] = []
@@ -269,7 +275,7 @@ def build_pipeline(
     chain = ChainRetriever(
         search,
         settings.chain.model_copy(update={"beam_width": spec.chain_beams}),
-        build_proposer(settings),
+        build_proposer(settings.chain, settings.llm),
     )
 
     def run_chain(query: str) -> Retrieved:
@@ -295,7 +301,11 @@ def served_pipeline(
         settings.fusion,
         rerank,
         settings.rerank,
-        FactCheckStage(build_fact_checker(settings, retriever.embedder)),
+        FactCheckStage(
+            build_fact_checker(
+                settings.factcheck, retriever.embedder, llm=settings.llm, models_dir=settings.models_dir
+            )
+        ),
         settings.factcheck,
     )
 

@@ -34,11 +34,13 @@ from pydantic import ValidationError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from services.common.config import LlmSettings
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.llm_client import llm_model_id
 from services.common.metrics import record_request
 from services.common.otel import trace_celery_worker
-from services.common.settings import CelerySettings, RampartSettings
+from services.common.settings import RampartSettings
+from services.factcheck.config import CelerySettings, FactCheckSettings
 from services.factcheck.evidence import (
     EVIDENCE_VERSION,
     CheckInput,
@@ -48,6 +50,7 @@ from services.factcheck.evidence import (
     passage_key,
 )
 from services.factcheck.llm_judge import LlmJudge, build_judge, judge_enabled
+from services.retrieval.config import EmbeddingSettings
 from services.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -131,20 +134,24 @@ def error_result(code: ErrorCode, message: str) -> dict[str, Any]:
     return {"error": {"code": code.value, "message": message}}
 
 
-def evidence_model_id(settings: RampartSettings, embedder_id: str) -> str:
+def evidence_model_id(settings: FactCheckSettings, llm: LlmSettings, embedder_id: str) -> str:
     """What a passage's evidence depends on besides its input: recipe, embedder and, when the
     fact-check consults one, the LLM judge. Caller and workers must compute the same."""
     base = f"{EVIDENCE_VERSION}+{embedder_id}"
-    return f"{base}+{llm_model_id(settings.llm)}" if judge_enabled(settings) else base
+    return f"{base}+{llm_model_id(llm)}" if judge_enabled(settings, llm) else base
 
 
 class WorkerState:
     """Per worker process: the embedder, the LLM judge (if configured) and the cache client, created
     on first use *after* the fork (onnxruntime sessions and sockets must not be shared across prefork
-    children)."""
+    children). ``load_embedder`` builds the embedder, called once, on first use."""
 
-    def __init__(self, settings: RampartSettings) -> None:
+    def __init__(
+        self, settings: FactCheckSettings, llm: LlmSettings, load_embedder: Callable[[], Embedder]
+    ) -> None:
         self.settings = settings
+        self.llm = llm
+        self._load_embedder = load_embedder
         self._lock = threading.Lock()
         self._embedder: Embedder | None = None
         self._judge: LlmJudge | None = None
@@ -153,36 +160,34 @@ class WorkerState:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                from services.retrieval.embedder import build_embedder
-
-                self._embedder = build_embedder(self._worker_settings())
+                self._embedder = self._load_embedder()
                 log.info("fact-check worker loaded embedder %s", self._embedder.model_id)
             return self._embedder
-
-    def _worker_settings(self) -> RampartSettings:
-        """``embedding.threads = 0`` means all cores; with several prefork children on one node that
-        oversubscribes the CPU, so each child takes its share."""
-        s = self.settings
-        if s.embedding.threads:
-            return s
-        share = max(1, (os.cpu_count() or 1) // s.factcheck.celery.concurrency)
-        return s.model_copy(update={"embedding": s.embedding.model_copy(update={"threads": share})})
 
     def judge(self) -> LlmJudge | None:
         with self._lock:
             if self._judge is None:
-                self._judge = build_judge(self.settings)
+                self._judge = build_judge(self.settings, self.llm)
             return self._judge
 
     def model_id(self) -> str:
-        return evidence_model_id(self.settings, self.embedder().model_id)
+        return evidence_model_id(self.settings, self.llm, self.embedder().model_id)
 
     def cache(self) -> redis.Redis:
         with self._lock:
             if self._redis is None:
-                c = self.settings.factcheck.celery
+                c = self.settings.celery
                 self._redis = redis_client(cache_url(c), c)
             return self._redis
+
+
+def worker_embedding(settings: EmbeddingSettings, celery: CelerySettings) -> EmbeddingSettings:
+    """``embedding.threads = 0`` means all cores; with several prefork children on one node that
+    oversubscribes the CPU, so each child takes its share."""
+    if settings.threads:
+        return settings
+    share = max(1, (os.cpu_count() or 1) // celery.concurrency)
+    return settings.model_copy(update={"threads": share})
 
 
 def _query_error(query: Any) -> dict[str, Any] | None:
@@ -273,7 +278,7 @@ def _evidence_for(
     state: WorkerState, query: str, items: dict[int, CheckInput], model_id: str
 ) -> dict[int, dict[str, Any]]:
     """Evidence per position: cached, or computed once per distinct passage in one batched call."""
-    ttl = state.settings.factcheck.celery.cache_ttl_s
+    ttl = state.settings.celery.cache_ttl_s
     keys = {k: evidence_key(query, item, model_id) for k, item in items.items()}
     found: dict[str, dict[str, Any]] = {}
     if ttl:
@@ -295,7 +300,7 @@ def _evidence_for(
         kinds.setdefault((bool(item.vector), item.embed), {})[key] = item
     for part in kinds.values():
         computed = gather_evidence(
-            query, list(part.values()), state.embedder(), state.settings.factcheck, state.judge()
+            query, list(part.values()), state.embedder(), state.settings, state.judge()
         )
         if ttl:
             with state.cache().pipeline(transaction=False) as pipe:
@@ -341,11 +346,24 @@ def _code(result: Any) -> str:
 
 
 def make_app(settings: RampartSettings) -> Celery:
-    """A Celery app for ``settings.factcheck.celery`` with the evidence task registered on it.
+    """The worker's app (``rampart worker``, ``celery -A``): the fact-check's Celery settings, and the
+    embedder, judge and models every worker process loads from the same deployment's settings (so
+    it takes them all, as an entry point does)."""
+    fc = settings.factcheck
+
+    def load_embedder() -> Embedder:
+        from services.retrieval.embedder import build_embedder
+
+        return build_embedder(worker_embedding(settings.embedding, fc.celery), settings.models_dir)
+
+    return configure_app(fc.celery, WorkerState(fc, settings.llm, load_embedder))
+
+
+def configure_app(c: CelerySettings, state: WorkerState) -> Celery:
+    """A Celery app for ``c`` with the evidence tasks registered on it, run with ``state``.
 
     Apps are independent (not ``current_app``): a process may talk to several brokers, as the tests do.
     """
-    c = settings.factcheck.celery
     cache_url(c)  # fail at start-up, not on the first task, when the cache cannot be Redis
     app = Celery("rampart-factcheck", broker=c.broker_url, backend=c.result_backend, set_as_current=False)
     socket_opts = {
@@ -375,7 +393,6 @@ def make_app(settings: RampartSettings) -> Celery:
             "retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.1, "interval_max": 0.2}
         },
     )
-    state = WorkerState(settings)
 
     def evidence(query: Any, item: Any, model_id: Any = None) -> dict[str, Any]:
         return _counted("evidence", lambda: run_evidence(state, query, item, model_id))

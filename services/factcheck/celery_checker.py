@@ -35,21 +35,23 @@ from celery.result import AsyncResult
 from kombu.exceptions import OperationalError
 from pydantic import ValidationError
 
+from services.common.config import LlmSettings
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import FactCheckSettings, RampartSettings
 from services.factcheck.celery_app import (
     BATCH_TASK_NAME,
     TRANSIENT_ERRORS,
+    WorkerState,
     as_sent,
     cache_url,
+    configure_app,
     evidence_key,
     evidence_model_id,
-    make_app,
     redact_url,
     redis_client,
 )
 from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide_head
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.inputs import check_items
 from services.factcheck.model_conflicts import ModelConflicts
@@ -197,14 +199,21 @@ class CeleryFactChecker:
 
     @classmethod
     def from_settings(
-        cls, settings: RampartSettings, embedder: Embedder, conflicts: ModelConflicts | None = None
+        cls,
+        settings: FactCheckSettings,
+        llm: LlmSettings,
+        embedder: Embedder,
+        conflicts: ModelConflicts | None = None,
     ) -> CeleryFactChecker:
         """The caller's embedder (and LLM judge settings) name the model: workers must load the same
-        one and ask the same judge (the task refuses to compute evidence under another model id)."""
+        one and ask the same judge (the task refuses to compute evidence under another model id).
+
+        The caller's app has the tasks registered as the workers' has (it sends them, never runs
+        them), so its worker state lends it the caller's own embedder."""
         return cls(
-            make_app(settings),
-            settings.factcheck,
-            evidence_model_id(settings, embedder.model_id),
+            configure_app(settings.celery, WorkerState(settings, llm, lambda: embedder)),
+            settings,
+            evidence_model_id(settings, llm, embedder.model_id),
             conflicts,
         )
 

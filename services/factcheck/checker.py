@@ -17,7 +17,10 @@ from services.common.verdicts import Judgement
 from services.factcheck.evidence import CheckInput
 
 if TYPE_CHECKING:
-    from services.common.settings import RampartSettings
+    from pathlib import Path
+
+    from services.common.config import LlmSettings
+    from services.factcheck.config import FactCheckSettings
     from services.factcheck.model_conflicts import ModelConflicts
     from services.retrieval.embedder import Embedder
 
@@ -59,28 +62,32 @@ class FactChecker(Protocol):
     def close(self) -> None: ...
 
 
-def build_fact_checker(settings: RampartSettings, embedder: Embedder) -> FactChecker | None:
-    """The configured fact-checker, or ``None`` when ``factcheck.backend`` is ``none``."""
-    f = settings.factcheck
-    if f.backend == "none":
+def build_fact_checker(
+    settings: FactCheckSettings, embedder: Embedder, *, llm: LlmSettings, models_dir: Path
+) -> FactChecker | None:
+    """The configured fact-checker, or ``None`` when ``factcheck.backend`` is ``none``.
+
+    ``llm``: the endpoint of the optional judge (``factcheck.use_llm``); ``models_dir``: where the
+    contradiction classifier is installed (read only when ``factcheck.contradiction_pairs`` > 0)."""
+    if settings.backend == "none":
         return None
-    conflicts = build_conflicts(settings)
-    if f.backend == "celery":
+    conflicts = build_conflicts(settings, models_dir)
+    if settings.backend == "celery":
         from services.factcheck.celery_checker import CeleryFactChecker
 
-        return CeleryFactChecker.from_settings(settings, embedder, conflicts)
+        return CeleryFactChecker.from_settings(settings, llm, embedder, conflicts)
     from services.factcheck.in_process import InProcessFactChecker
     from services.factcheck.llm_judge import build_judge
 
-    return InProcessFactChecker(embedder, f, judge=build_judge(settings), conflicts=conflicts)
+    return InProcessFactChecker(embedder, settings, judge=build_judge(settings, llm), conflicts=conflicts)
 
 
-def build_conflicts(settings: RampartSettings) -> ModelConflicts | None:
+def build_conflicts(settings: FactCheckSettings, models_dir: Path) -> ModelConflicts | None:
     """The contradiction classifier over passage pairs, unless disabled or given no pairs to read."""
     from services.factcheck.contradiction import build_contradiction_model
     from services.factcheck.model_conflicts import ModelConflicts
 
-    if settings.factcheck.contradiction_pairs <= 0:
+    if settings.contradiction_pairs <= 0:
         return None
-    model = build_contradiction_model(settings)
-    return ModelConflicts(model, max_pairs=settings.factcheck.contradiction_pairs) if model else None
+    model = build_contradiction_model(settings, models_dir)
+    return ModelConflicts(model, max_pairs=settings.contradiction_pairs) if model else None

@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services.common.settings import FactCheckSettings
 from services.common.subjects import subject_context
 from services.common.titles import MIN_TITLE_CHARS, clean_title, common_name, names, spelled
 from services.common.verdicts import Judgement, Verdict
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, claim_conflict, extract_claims
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters, peer_similarity

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from services.common.errors import invalid
-from services.common.settings import RampartSettings
+from services.factcheck.config import FactCheckSettings
 from services.rerank.onnx_reranker import TOKENIZER_FILE, load_manifest, unusable
 from services.rerank.pair_scorer import MAX_POSITIONS, PairScorer
 
@@ -118,9 +118,10 @@ class ContradictionModel:
         return f"ContradictionModel(model_id={self._model_id!r})"
 
 
-def build_contradiction_model(settings: RampartSettings) -> ContradictionModel | None:
+def build_contradiction_model(settings: FactCheckSettings, models_dir: Path) -> ContradictionModel | None:
     """The configured classifier (int8, in-process), or ``None`` when
-    ``factcheck.use_contradiction_model`` is off."""
-    if not settings.factcheck.use_contradiction_model:
+    ``factcheck.use_contradiction_model`` is off (``models_dir``: where ``rampart models build``
+    installed it, unless ``factcheck.contradiction_model_dir`` names the folder)."""
+    if not settings.use_contradiction_model:
         return None
-    return ContradictionModel.from_dir(settings.contradiction_model_dir())
+    return ContradictionModel.from_dir(settings.resolve_contradiction_model_dir(models_dir))

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field
 
-from services.common.settings import FactCheckSettings
 from services.common.verdicts import Verdict
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.query_copy import detect_query_copy

@@ -12,10 +12,10 @@ import concurrent.futures as cf
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from services.common.settings import FactCheckSettings
 from services.common.verdicts import Judgement
 from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide_head
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import EVIDENCE_VERSION, CheckInput, gather_evidence
 from services.factcheck.inputs import check_items
 from services.retrieval.embedder import Embedder

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from services.common.config import LlmSettings
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
-from services.common.settings import LlmSettings, RampartSettings
 from services.common.verdicts import Verdict
+from services.factcheck.config import FactCheckSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +69,14 @@ class LlmVerdict(BaseModel):
     reason: str
 
 
-def judge_enabled(settings: RampartSettings) -> bool:
+def judge_enabled(settings: FactCheckSettings, llm: LlmSettings) -> bool:
     """Whether the fact-check consults an LLM: an endpoint is set and ``factcheck.use_llm`` allows it."""
-    return settings.llm.base_url is not None and settings.factcheck.use_llm
+    return llm.base_url is not None and settings.use_llm
 
 
-def build_judge(settings: RampartSettings) -> LlmJudge | None:
+def build_judge(settings: FactCheckSettings, llm: LlmSettings) -> LlmJudge | None:
     """The configured judge, or ``None`` when the fact-check runs without an LLM."""
-    return LlmJudge(settings.llm) if judge_enabled(settings) else None
+    return LlmJudge(llm) if judge_enabled(settings, llm) else None
 
 
 def parse_verdict(reply: str) -> LlmVerdict | None:

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from services.common.config import RemoteSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import trace_headers
-from services.common.settings import RampartSettings, RemoteSettings
+from services.common.settings import RampartSettings
 from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.ingest.ingestor import Ingestor, LocalIngestor
 from services.orchestrator.serving.http_app import InProcessBackend, OrchestratorBackend
@@ -58,7 +59,13 @@ class GatewayBackends:
                 f"(got {r.orchestrator_url!r}, {r.ingest_address!r}); set RAMPART_REMOTE__… or use "
                 "`rampart serve` without them for the embedded mode",
             )
-        return cls(settings, RemoteIngest.from_settings(settings), HttpOrchestrator(r))
+        return cls(
+            settings,
+            RemoteIngest.from_settings(
+                settings.remote, max_message_bytes=settings.ingest_service.max_message_bytes
+            ),
+            HttpOrchestrator(r),
+        )
 
     async def readiness(self) -> dict[str, Any]:
         """``/readyz``: the pipeline's readiness (raises when it cannot serve) plus ingest's."""

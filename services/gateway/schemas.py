@@ -7,12 +7,12 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 from pydantic_core import PydanticCustomError
 
-from services.common.settings import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
 from services.common.verdicts import Judgement, Verdict
 from services.ingest.service import IngestResult
 from services.orchestrator.answer import Answer
 from services.orchestrator.orchestrator import Orchestrated
+from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.fusion import weights_problem
 from services.retrieval.hybrid import SearchOutcome
 

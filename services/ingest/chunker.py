@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from services.common.settings import ChunkingSettings
 from services.common.types import Chunk, ParsedDocument
+from services.ingest.config import ChunkingSettings
 from services.retrieval.embedder import Embedder
 
 

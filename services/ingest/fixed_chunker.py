@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from services.common.settings import ChunkingSettings
 from services.common.types import Chunk, ParsedDocument
 from services.ingest.chunk_header import DocTermStats, build_header, salient_terms
+from services.ingest.config import ChunkingSettings
 
 __all__ = ["FixedChunker"]
 

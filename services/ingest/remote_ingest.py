@@ -7,8 +7,10 @@ No network in the constructor: the channel connects on the first call.
 
 Usage::
 
-    ingestor = RemoteIngest.from_settings(settings)   # settings.remote.ingest_address
-    ingestor.check_ready()                            # UNAVAILABLE unless the service is SERVING
+    ingestor = RemoteIngest.from_settings(      # remote.ingest_address
+        settings.remote, max_message_bytes=settings.ingest_service.max_message_bytes
+    )
+    ingestor.check_ready()                        # UNAVAILABLE unless the service is SERVING
     results = ingestor.ingest(docs)
 """
 
@@ -19,9 +21,9 @@ from collections.abc import Sequence
 from rampart.common.v1 import types_pb2
 from rampart.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 
+from services.common.config import RemoteSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.grpc_client import Caller, check_ready, open_channel
-from services.common.settings import RampartSettings
 from services.common.types import Document, DocumentStatus
 from services.common.wire import document_to_pb, status_from_pb
 from services.ingest.service import IngestResult, Outcome
@@ -41,8 +43,10 @@ class RemoteIngest:
         self._stub = ingest_pb2_grpc.IngestServiceStub(self.channel)
 
     @classmethod
-    def from_settings(cls, settings: RampartSettings) -> RemoteIngest:
-        address = settings.remote.ingest_address
+    def from_settings(cls, settings: RemoteSettings, *, max_message_bytes: int) -> RemoteIngest:
+        """The ingest service at ``remote.ingest_address``; ``max_message_bytes``: the service's own
+        limit (``ingest_service.max_message_bytes``), so a batch it accepts is one this sends."""
+        address = settings.ingest_address
         if not address:
             raise RampartError(
                 ErrorCode.FAILED_PRECONDITION,
@@ -51,9 +55,9 @@ class RemoteIngest:
             )
         return cls(
             address,
-            deadline_ms=settings.remote.deadline_ms,
-            ingest_deadline_ms=settings.remote.ingest_deadline_ms,
-            max_message_bytes=settings.ingest_service.max_message_bytes,
+            deadline_ms=settings.deadline_ms,
+            ingest_deadline_ms=settings.ingest_deadline_ms,
+            max_message_bytes=max_message_bytes,
         )
 
     def ingest(self, docs: Sequence[Document]) -> list[IngestResult]:

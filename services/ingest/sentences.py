@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from services.common.settings import ChunkingSettings
+from services.ingest.config import ChunkingSettings
 
 DEFAULT_MAX_WORDS: int = ChunkingSettings.model_fields["max_words"].default
 

@@ -66,7 +66,13 @@ class IngestApp:
         self.index = index
         self.journal = open_journal(settings)
         self.durable = DurableIngest(
-            IngestService.from_settings(index, embedder, settings),
+            IngestService.from_settings(
+                index,
+                embedder,
+                settings.chunking,
+                max_document_bytes=settings.gateway.max_document_bytes,
+                claim_vectors=settings.index.claim_vectors,
+            ),
             self.journal,
             retry_max_s=cfg.retry_max_s,
             process_delay_s=cfg.test_process_delay_s,
@@ -130,7 +136,7 @@ async def serve(settings: RampartSettings) -> None:
     from services.retrieval.remote_index import RemoteIndex
 
     address = retrieval_address(settings)  # fail before loading anything
-    embedder = build_embedder(settings)
+    embedder = build_embedder(settings.embedding, settings.models_dir)
     index = RemoteIndex.connect(
         address, settings.remote, max_message_bytes=settings.retrieval_service.max_message_bytes
     )

@@ -19,10 +19,10 @@ from enum import StrEnum
 from pydantic import BaseModel
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import RampartSettings
 from services.common.tracing import stage_span
 from services.common.types import Chunk, Document, DocumentState, ParsedDocument
 from services.ingest.chunker import Chunker, build_chunker
+from services.ingest.config import ChunkingSettings
 from services.ingest.parsing import parse_bytes, parse_text
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedder import Embedder
@@ -87,15 +87,23 @@ class IngestService:
 
     @classmethod
     def from_settings(
-        cls, index: SearchIndex, embedder: Embedder, settings: RampartSettings
+        cls,
+        index: SearchIndex,
+        embedder: Embedder,
+        settings: ChunkingSettings,
+        *,
+        max_document_bytes: int,
+        claim_vectors: bool,
     ) -> IngestService:
-        """The one way to build the service: chunker and limits from settings."""
+        """The one way to build the service: the chunker from ``chunking``; the document limit the
+        gateway enforces (``gateway.max_document_bytes``) and whether the index keeps claim vectors
+        (``index.claim_vectors``) come as values, set in those stages' settings."""
         return cls(
             index,
             embedder,
-            build_chunker(settings.chunking, embedder),
-            max_document_bytes=settings.gateway.max_document_bytes,
-            claim_vectors=settings.index.claim_vectors,
+            build_chunker(settings, embedder),
+            max_document_bytes=max_document_bytes,
+            claim_vectors=claim_vectors,
         )
 
     def ingest(

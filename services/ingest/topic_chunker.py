@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from services.common.settings import ChunkingSettings
 from services.common.types import Chunk, ParsedDocument, Section
 from services.ingest.chunk_header import DocTermStats, build_header, salient_terms
+from services.ingest.config import ChunkingSettings
 from services.ingest.sentences import split_sentence_blocks
 from services.retrieval.embedder import Embedder
 

@@ -52,7 +52,7 @@ def build_orchestrator(
         rewriter,
         build_session_store(settings.sessions),
         ExtractiveAnswerer(embedder, settings.answer.max_sentences),
-        router=build_router(settings, embedder),
+        router=build_router(settings.routing, embedder, settings.models_dir),
         corrective=corrective,
         proposer=proposer,
         llm_answerer=LlmAnswerer(ChatClient(llm), settings.answer.max_context_chars)

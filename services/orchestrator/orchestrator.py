@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass, field, replace
 
 from services.common.query_text import check_query
-from services.common.settings import ChainSettings, RampartSettings, RoutePlan
+from services.common.settings import RampartSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import Principal, ScoredChunk, SearchFilters
 from services.orchestrator.answer import Answer, ContextPassage, ExtractiveAnswerer, LlmAnswerer
+from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.named_titles import LINK_DEPTH
 from services.orchestrator.chain.pair_order import (
     PROMOTE_DEPTH,
@@ -33,6 +34,7 @@ from services.orchestrator.conversation.rewrite import ConversationalRewriter, R
 from services.orchestrator.conversation.sessions import Session, SessionStore, Turn, new_session
 from services.orchestrator.corrective.retrieval import CorrectiveResult, CorrectiveRetrieval
 from services.orchestrator.plan import Complexity, Grade, QueryType, Route
+from services.orchestrator.routing.config import RoutePlan
 from services.orchestrator.routing.router import QueryRouter
 from services.orchestrator.search import SearchPipeline
 from services.retrieval.hybrid import SearchOutcome, SearchParams

@@ -62,13 +62,21 @@ class Runtime:
         reranker: Reranker | None = None,
     ) -> Runtime:
         """Build everything; pass ``embedder``/``reranker`` to share already-loaded models (tests, workers)."""
-        embedder = embedder or build_embedder(settings)
+        embedder = embedder or build_embedder(settings.embedding, settings.models_dir)
         owns = reranker is None
-        reranker = reranker if reranker is not None else build_reranker(settings)
+        reranker = reranker if reranker is not None else build_reranker(settings.rerank, settings.models_dir)
         index, retriever = _retrieval(settings, embedder)
-        ingest = IngestService.from_settings(index, embedder, settings)
+        ingest = IngestService.from_settings(
+            index,
+            embedder,
+            settings.chunking,
+            max_document_bytes=settings.gateway.max_document_bytes,
+            claim_vectors=settings.index.claim_vectors,
+        )
         cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
-        checker = build_fact_checker(settings, embedder)
+        checker = build_fact_checker(
+            settings.factcheck, embedder, llm=settings.llm, models_dir=settings.models_dir
+        )
         search = SearchPipeline(
             retriever,
             settings.fusion,

@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from services.common.settings import FactCheckSettings, FusionSettings, RerankSettings
 from services.common.tracing import stage_span
 from services.common.types import Principal
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.stage import FactCheckStage
+from services.rerank.config import RerankSettings
 from services.rerank.stage import Mode, RerankStage
+from services.retrieval.config import FusionSettings
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 from services.retrieval.retriever import Retriever
 

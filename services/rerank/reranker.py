@@ -9,10 +9,11 @@ Both return raw relevance logits for the same model, so the stage on top cannot 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from services.common.errors import invalid
-from services.common.settings import RampartSettings
+from services.rerank.config import RerankSettings
 
 
 @runtime_checkable
@@ -58,9 +59,10 @@ def check_pairs(query: str, passages: Sequence[str]) -> list[str]:
     return out
 
 
-def build_reranker(settings: RampartSettings) -> Reranker | None:
-    """The configured reranker, or ``None`` when ``rerank.backend`` is ``none``."""
-    r = settings.rerank
+def build_reranker(settings: RerankSettings, models_dir: Path) -> Reranker | None:
+    """The configured reranker, or ``None`` when ``rerank.backend`` is ``none`` (``models_dir``: where
+    the onnx backend finds the model unless ``settings.model_dir`` names the folder)."""
+    r = settings
     if r.backend == "none":
         return None
     if r.backend == "triton":
@@ -73,7 +75,7 @@ def build_reranker(settings: RampartSettings) -> Reranker | None:
     from services.rerank.onnx_reranker import OnnxReranker
 
     return OnnxReranker.from_dir(
-        settings.reranker_model_dir(),
+        r.resolve_model_dir(models_dir),
         variant=r.variant,
         max_length=r.max_length,
         batch_size=r.batch_size,

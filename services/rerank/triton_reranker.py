@@ -23,7 +23,7 @@ import numpy as np
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import TritonSettings
+from services.rerank.config import TritonSettings
 from services.rerank.reranker import check_pairs
 
 

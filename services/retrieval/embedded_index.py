@@ -18,11 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import ErrorCode, RampartError, invalid
-from services.common.settings import IndexSettings
 from services.common.subjects import lead_name
 from services.common.titles import mentioned_names
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
+from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import DocStore, DocumentWrite
 from services.retrieval.index import MAX_COPY_LIMIT, Copies, Hits
 from services.retrieval.vector_index import FaissVectorIndex

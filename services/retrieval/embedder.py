@@ -7,12 +7,13 @@ export of all-MiniLM-L6-v2). Remote implementations (Triton, a gRPC service) plu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from services.common.settings import RampartSettings
+from services.retrieval.config import EmbeddingSettings
 
 Matrix = npt.NDArray[np.float32]
 
@@ -34,14 +35,15 @@ class Embedder(Protocol):
         ...
 
 
-def build_embedder(settings: RampartSettings) -> Embedder:
-    """Build the configured embedder; fails loudly if the model has not been built."""
+def build_embedder(settings: EmbeddingSettings, models_dir: Path) -> Embedder:
+    """Build the configured embedder (``models_dir``: where ``rampart models build`` put the models,
+    unless ``settings.model_dir`` names the folder); fails loudly if the model has not been built."""
     from services.retrieval.onnx_embedder import OnnxEmbedder
 
     return OnnxEmbedder.from_dir(
-        settings.embedding_model_dir(),
-        batch_size=settings.embedding.batch_size,
-        max_length=settings.embedding.max_length,
-        threads=settings.embedding.threads,
-        spin_wait=settings.embedding.spin_wait,
+        settings.resolve_model_dir(models_dir),
+        batch_size=settings.batch_size,
+        max_length=settings.max_length,
+        threads=settings.threads,
+        spin_wait=settings.spin_wait,
     )

@@ -15,10 +15,10 @@ import numpy.typing as npt
 
 from services.common.errors import invalid
 from services.common.query_text import check_query
-from services.common.settings import FusionSettings
 from services.common.titles import name_key, names, spelled
 from services.common.types import Chunk, FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
+from services.retrieval.config import FusionSettings
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, Fused, fuse
 from services.retrieval.index import Copies, SearchIndex

@@ -16,8 +16,8 @@ import numpy.typing as npt
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
 
 from services.common import wire
+from services.common.config import RemoteSettings
 from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
-from services.common.settings import RemoteSettings
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.doc_store import DocumentWrite
 from services.retrieval.index import Copies, Hits

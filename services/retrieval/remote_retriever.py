@@ -12,8 +12,8 @@ import grpc
 from rampart.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 
 from services.common import wire
+from services.common.config import RemoteSettings
 from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
-from services.common.settings import RemoteSettings
 from services.common.types import Principal
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 

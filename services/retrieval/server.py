@@ -14,9 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 
+from services.common.config import GrpcServerSettings
 from services.common.grpc_server import GrpcServer
 from services.common.service_telemetry import run_service
-from services.common.settings import GrpcServerSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import SearchIndex
@@ -77,7 +78,7 @@ async def serve(settings: RampartSettings) -> None:
     from services.retrieval.embedder import build_embedder
     from services.retrieval.index import open_index
 
-    embedder = build_embedder(settings)
+    embedder = build_embedder(settings.embedding, settings.models_dir)
     index = open_index(settings, embedder.dim, embedder.model_id)
     app = RetrievalApp(settings.retrieval_service, index, embedder)
     try:

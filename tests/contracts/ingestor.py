@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import ErrorCode
-from services.common.settings import GatewaySettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, DocumentState
+from services.gateway.config import GatewaySettings
 from services.ingest.ingestor import Ingestor
 from services.ingest.service import Outcome
 

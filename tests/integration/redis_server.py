@@ -15,7 +15,8 @@ import pytest
 
 from services.common import redis_server as _redis
 from services.common.errors import RampartError
-from services.common.settings import CelerySettings, FactCheckSettings, RampartSettings
+from services.common.settings import RampartSettings
+from services.factcheck.config import CelerySettings, FactCheckSettings
 from services.factcheck.worker_process import WorkerProcess
 
 

@@ -13,9 +13,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from services.common.config import LlmSettings
 from services.common.net import free_port
-from services.common.settings import ChainSettings, FactCheckSettings, LlmSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal
+from services.factcheck.config import FactCheckSettings
+from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.named_titles import LINK_DEPTH
 from services.orchestrator.chain.pair_order import PAIR_FEATURES, PairModel
 from services.orchestrator.chain.retriever import ChainRetriever

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import RampartSettings
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.contradiction import LABELS, ContradictionModel, build_contradiction_model
 from services.models.reranker_export import read_manifest
 
@@ -191,14 +191,13 @@ def test_one_session_call_per_32_pairs(trained: Path) -> None:
 
 
 def test_factory_follows_settings(trained: Path, tmp_path: Path) -> None:
-    on = RampartSettings(models_dir=tmp_path, factcheck={"contradiction_model_dir": trained / "onnx"})
-    model = build_contradiction_model(on)
+    on = FactCheckSettings(contradiction_model_dir=trained / "onnx")
+    model = build_contradiction_model(on, tmp_path)
     assert isinstance(model, ContradictionModel) and model.model_id.endswith(":int8")
-    off = RampartSettings(factcheck={"use_contradiction_model": False})
-    assert build_contradiction_model(off) is None
-    missing = RampartSettings(models_dir=tmp_path)
+    off = FactCheckSettings(use_contradiction_model=False)
+    assert build_contradiction_model(off, tmp_path) is None
     with pytest.raises(RampartError, match="USE_CONTRADICTION_MODEL=false") as err:
-        build_contradiction_model(missing)
+        build_contradiction_model(FactCheckSettings(), tmp_path)
     assert (
         err.value.code is ErrorCode.FAILED_PRECONDITION
         and str(tmp_path / "contradiction") in err.value.message

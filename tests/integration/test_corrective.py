@@ -15,13 +15,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
-from services.common.settings import (
-    FactCheckSettings,
-    GradingSettings,
-    RampartSettings,
-    SecondarySourceSettings,
-)
+from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal
+from services.factcheck.config import FactCheckSettings
+from services.orchestrator.corrective.config import GradingSettings, SecondarySourceSettings
 from services.orchestrator.corrective.grading import RetrievalGrader
 from services.orchestrator.corrective.refine import KnowledgeRefiner
 from services.orchestrator.corrective.retrieval import CorrectiveRetrieval

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import RampartError
-from services.common.settings import IndexSettings
+from services.retrieval.config import IndexSettings
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.index import Copies, SearchIndex
 from tests.contracts.search_index import (

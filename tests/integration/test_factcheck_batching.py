@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from services.common.config import LlmSettings
 from services.common.errors import ErrorCode
 from services.common.settings import RampartSettings
 from services.factcheck.celery_app import (
@@ -85,7 +86,7 @@ def test_a_check_sends_ceil_n_over_k_batch_tasks(
     and the verdicts are the in-process checker's whatever the batching."""
     checkers = {
         k: CeleryFactChecker.from_settings(
-            celery_settings(redis_server, models_dir, items_per_task=k), embedder
+            celery_settings(redis_server, models_dir, items_per_task=k).factcheck, LlmSettings(), embedder
         )
         for k in (1, 4, 100)
     }
@@ -124,7 +125,9 @@ def test_a_check_sends_ceil_n_over_k_batch_tasks(
 def test_a_bad_item_gets_its_error_and_the_others_their_evidence(
     redis_server: RedisServer, celery_worker: CeleryWorker, models_dir: Path, embedder: Embedder
 ) -> None:
-    checker = CeleryFactChecker.from_settings(celery_settings(redis_server, models_dir), embedder)
+    checker = CeleryFactChecker.from_settings(
+        celery_settings(redis_server, models_dir).factcheck, LlmSettings(), embedder
+    )
     app = checker.app
     good, other = passages(2)
     twin = good.model_copy(update={"chunk_id": "twin"})
@@ -178,7 +181,9 @@ def test_stored_vectors_stay_with_the_caller(
     """With every passage's stored embedding at hand the check sends none to the workers, which
     neither embed nor return one (their cached evidence has no vector), and the caller's verdicts
     still come from the stored vectors (the contract suite's all-or-none test checks that part)."""
-    checker = CeleryFactChecker.from_settings(celery_settings(redis_server, models_dir), embedder)
+    checker = CeleryFactChecker.from_settings(
+        celery_settings(redis_server, models_dir).factcheck, LlmSettings(), embedder
+    )
     items = [
         p.model_copy(update={"vector": [1.0 if d == k else 0.0 for d in range(embedder.dim)]})
         for k, p in enumerate(passages(3))

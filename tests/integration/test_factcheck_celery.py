@@ -75,7 +75,7 @@ def long_items(n: int) -> list[CheckInput]:
 def make_checker(server: RedisServer, models_dir: Path, embedder: Embedder) -> CeleryFactChecker:
     s = celery_settings(server, models_dir)
     s = s.model_copy(update={"factcheck": s.factcheck.model_copy(update=CLUSTER)})
-    return CeleryFactChecker.from_settings(s, embedder)
+    return CeleryFactChecker.from_settings(s.factcheck, s.llm, embedder)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from services.common.settings import FactCheckSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.factcheck import in_process
+from services.factcheck.config import FactCheckSettings
 from services.orchestrator.runtime import Runtime
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder

@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from services.common import wire
 from services.common.errors import RampartError
-from services.common.settings import FusionSettings
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
+from services.retrieval.config import FusionSettings
 from services.retrieval.hybrid import HybridRetriever, SearchParams
 
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"], scopes=["search", "ingest"])

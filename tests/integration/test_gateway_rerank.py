@@ -11,11 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
-from services.common.settings import RampartSettings, RerankSettings, TritonSettings
+from services.common.settings import RampartSettings
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
 from services.orchestrator.runtime import Runtime
+from services.rerank.config import RerankSettings, TritonSettings
 from services.retrieval.embedder import Embedder
 from tests.conftest import free_port
 from tests.integration.test_gateway import HANDBOOK, ingest, search

@@ -47,7 +47,17 @@ def index(settings: RampartSettings, embedder: Embedder) -> Iterator[SearchIndex
 
 
 def durable(settings: RampartSettings, index: SearchIndex, embedder: Embedder, **kw: float) -> DurableIngest:
-    d = DurableIngest(IngestService.from_settings(index, embedder, settings), open_journal(settings), **kw)
+    d = DurableIngest(
+        IngestService.from_settings(
+            index,
+            embedder,
+            settings.chunking,
+            max_document_bytes=settings.gateway.max_document_bytes,
+            claim_vectors=settings.index.claim_vectors,
+        ),
+        open_journal(settings),
+        **kw,
+    )
     d.start()
     return d
 
@@ -186,7 +196,16 @@ def test_batches_accepted_before_start_run_after_the_replay_in_journal_order(
     old = earlier.append([doc("o", "Office hours are nine to five.", version=1)])
     earlier.close()
 
-    d = DurableIngest(IngestService.from_settings(index, embedder, settings), open_journal(settings))
+    d = DurableIngest(
+        IngestService.from_settings(
+            index,
+            embedder,
+            settings.chunking,
+            max_document_bytes=settings.gateway.max_document_bytes,
+            claim_vectors=settings.index.claim_vectors,
+        ),
+        open_journal(settings),
+    )
     try:
         new = d.submit([doc("o", "Office hours are eight to four.", version=2)])
         assert d.status("acme", "o").state is DocumentState.PENDING  # type: ignore[union-attr]
@@ -234,6 +253,12 @@ def test_a_failed_index_write_is_retried_not_reported_failed(
         assert status is not None and status.state is DocumentState.INDEXED
     finally:
         d.close()
-    plain = IngestService.from_settings(WriteFailsTwice(index), embedder, settings)  # type: ignore[arg-type]
+    plain = IngestService.from_settings(
+        WriteFailsTwice(index),  # type: ignore[arg-type]
+        embedder,
+        settings.chunking,
+        max_document_bytes=settings.gateway.max_document_bytes,
+        claim_vectors=settings.index.claim_vectors,
+    )
     failed = plain.ingest([doc("w2", "Visitors return their badge when they leave.")])
     assert failed[0].outcome is Outcome.FAILED and failed[0].code == ErrorCode.UNAVAILABLE.value

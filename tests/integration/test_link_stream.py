@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from services.common.config import GrpcServerSettings, RemoteSettings
 from services.common.net import free_port
-from services.common.settings import FusionSettings, GrpcServerSettings, RemoteSettings
 from services.common.types import Acl, Chunk, Principal
+from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder

@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from services.common.config import LlmSettings
 from services.common.net import free_port
-from services.common.settings import FactCheckSettings, LlmSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.verdicts import Verdict
 from services.factcheck.celery_app import evidence_model_id
 from services.factcheck.checker import build_fact_checker
 from services.factcheck.classifier import decide
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import CheckInput, Evidence
 from services.factcheck.in_process import InProcessFactChecker
 from services.factcheck.llm_judge import LlmJudge, LlmVerdict, build_judge
@@ -122,14 +124,16 @@ def test_in_process_checker_with_the_judge(llama: LlamaServer, embedder: Embedde
 def test_factory_builds_the_judge_only_when_configured(embedder: Embedder, tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     with_llm = RampartSettings(data_dir=tmp_path, llm=LlmSettings(base_url=url, model="smol"))
-    checker = build_fact_checker(with_llm, embedder)
+    checker = build_fact_checker(
+        with_llm.factcheck, embedder, llm=with_llm.llm, models_dir=with_llm.models_dir
+    )
     assert checker is not None and checker.model_id.endswith(f"+llm:smol@{url.split('/')[2]}")
     # Celery callers and workers compute the same id from the same settings (cache keys, task check).
-    assert evidence_model_id(with_llm, embedder.model_id) == checker.model_id
+    assert evidence_model_id(with_llm.factcheck, with_llm.llm, embedder.model_id) == checker.model_id
     checker.close()
     off = with_llm.model_copy(update={"factcheck": FactCheckSettings(use_llm=False)})
-    assert build_judge(off) is None
-    plain = build_fact_checker(RampartSettings(data_dir=tmp_path), embedder)
+    assert build_judge(off.factcheck, off.llm) is None
+    plain = build_fact_checker(FactCheckSettings(), embedder, llm=LlmSettings(), models_dir=tmp_path)
     assert plain is not None and "llm:" not in plain.model_id
     plain.close()
 
@@ -336,7 +340,9 @@ def test_celery_workers_ask_the_judge_and_the_caller_uses_its_verdict(
         settings = celery_settings(redis, models_dir).model_copy(
             update={"llm": LlmSettings(base_url=judge_server.base_url, model="judge-m")}
         )
-        checker = build_fact_checker(settings, embedder)
+        checker = build_fact_checker(
+            settings.factcheck, embedder, llm=settings.llm, models_dir=settings.models_dir
+        )
         assert checker is not None
         try:
             assert "llm:judge-m@" in checker.model_id

@@ -23,7 +23,15 @@ class TestLocalIngestor(IngestorContract):
     ) -> Iterator[Ingestor]:
         settings = contract_settings(tmp_path_factory.mktemp("local"), models_dir)
         index = open_index(settings, embedder.dim, embedder.model_id)
-        ingestor = LocalIngestor(IngestService.from_settings(index, embedder, settings))
+        ingestor = LocalIngestor(
+            IngestService.from_settings(
+                index,
+                embedder,
+                settings.chunking,
+                max_document_bytes=settings.gateway.max_document_bytes,
+                claim_vectors=settings.index.claim_vectors,
+            )
+        )
         yield ingestor
         ingestor.close()
         index.close()

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from services.common.settings import FactCheckSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.verdicts import Verdict
 from services.factcheck.checker import build_conflicts
 from services.factcheck.classifier import decide
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.contradiction import ContradictionModel
 from services.factcheck.detectors import Signal
 from services.factcheck.evidence import CheckInput, gather_evidence
@@ -76,12 +77,8 @@ def test_pairs_are_scored_both_ways_and_capped(model: ContradictionModel) -> Non
 
 
 def test_the_factory_loads_the_model_only_when_pairs_are_asked_for(models_dir: Path) -> None:
-    assert build_conflicts(RampartSettings(models_dir=models_dir)) is None  # default: 0 pairs
-    on = RampartSettings(models_dir=models_dir, factcheck=FactCheckSettings(contradiction_pairs=6))
-    conflicts = build_conflicts(on)
+    assert build_conflicts(FactCheckSettings(), models_dir) is None  # default: 0 pairs
+    conflicts = build_conflicts(FactCheckSettings(contradiction_pairs=6), models_dir)
     assert conflicts is not None and conflicts.max_pairs == 6 and conflicts.model_id
-    off = RampartSettings(
-        models_dir=models_dir,
-        factcheck=FactCheckSettings(contradiction_pairs=6, use_contradiction_model=False),
-    )
-    assert build_conflicts(off) is None
+    off = FactCheckSettings(contradiction_pairs=6, use_contradiction_model=False)
+    assert build_conflicts(off, models_dir) is None

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from services.common.config import GrpcServerSettings, RemoteSettings
 from services.common.net import free_port
-from services.common.settings import GrpcServerSettings, IndexSettings, RemoteSettings
+from services.retrieval.config import IndexSettings
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.index import SearchIndex
 from services.retrieval.remote_index import RemoteIndex

@@ -22,12 +22,13 @@ from grpc_status import rpc_status
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc, retrieval_pb2_grpc
 
 from services.common import wire
+from services.common.config import GrpcServerSettings, RemoteSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.grpc_client import Caller, open_channel
 from services.common.grpc_server import GrpcServer, remaining_s, set_deadline
 from services.common.net import free_port
-from services.common.settings import FusionSettings, GrpcServerSettings, RemoteSettings
 from services.common.types import Acl, Chunk, FusionMethod, Principal, SearchFilters
+from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder

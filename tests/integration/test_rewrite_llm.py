@@ -7,9 +7,9 @@ import difflib
 
 import pytest
 
+from services.common.config import LlmSettings
 from services.common.llm_client import ChatClient
 from services.common.net import free_port
-from services.common.settings import LlmSettings
 from services.orchestrator.conversation.entities import mentions
 from services.orchestrator.conversation.fact_graph import FactGraph
 from services.orchestrator.conversation.rewrite import ConversationalRewriter

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.common.settings import LlmSettings
+from services.common.config import LlmSettings
 from services.orchestrator.corrective.rewrite_query import QueryRewriter, rule_rewrite
 from tests.integration.llm_server import LlamaServer
 from tests.integration.scripted_llm import Scripted, chat

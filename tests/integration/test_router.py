@@ -12,10 +12,11 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.common.errors import RampartError
-from services.common.settings import RampartSettings, RoutingSettings
+from services.common.settings import RampartSettings
 from services.models.router_data import SourceQuestion, build_labelled, split_rows
 from services.models.router_train import RouterTrainConfig, featurise, fit_router
 from services.orchestrator.plan import Complexity, QueryType
+from services.orchestrator.routing.config import RoutingSettings
 from services.orchestrator.routing.features import CHEAP_FEATURES
 from services.orchestrator.routing.router import LinearHead, QueryRouter, RouterWeights, build_router
 from services.retrieval.embedder import Embedder
@@ -107,11 +108,8 @@ def test_missing_artifact_names_models_build(tmp_path: Path, embedder: Embedder)
         models_dir=tmp_path / "models", routing=RoutingSettings(model_dir=tmp_path / "none")
     )
     with pytest.raises(RampartError, match="rampart models build"):
-        build_router(settings, embedder)
-    assert (
-        build_router(settings.model_copy(update={"routing": RoutingSettings(enabled=False)}), embedder)
-        is None
-    )
+        build_router(settings.routing, embedder, settings.models_dir)
+    assert build_router(RoutingSettings(enabled=False), embedder, settings.models_dir) is None
 
 
 def test_router_refuses_another_embedder(tiny_dir: Path, embedder: Embedder) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 from pydantic import SecretStr
 
-from services.common.settings import SecondarySourceSettings
+from services.orchestrator.corrective.config import SecondarySourceSettings
 from services.orchestrator.corrective.secondary import HttpSource, SecondarySource
 from tests.contracts.secondary_source import CORPUS, SecondarySourceContract
 from tests.integration.federated_endpoint import Endpoint

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from services.common.config import RemoteSettings
 from services.common.net import free_port
-from services.common.settings import FactCheckSettings, FusionSettings, RampartSettings, RemoteSettings
+from services.common.settings import RampartSettings
+from services.factcheck.config import FactCheckSettings
 from services.orchestrator.corrective.secondary import SecondarySource, TenantSource
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.search import SearchPipeline
 from services.rerank.reranker import Reranker
+from services.retrieval.config import FusionSettings
 from services.retrieval.embedder import Embedder
 from services.retrieval.remote_retriever import RemoteRetriever
 from tests.contracts.secondary_source import CORPUS, KB, SecondarySourceContract

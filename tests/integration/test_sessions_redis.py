@@ -9,7 +9,7 @@ import pytest
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
-from services.common.settings import SessionSettings
+from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.session_redis import RedisSessionStore
 from services.orchestrator.conversation.sessions import SessionStore, build_session_store, new_session
 from tests.contracts.session_store import ALICE, MAKE_STORE, SessionStoreContract

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.common.settings import RampartSettings
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.contradiction import (
     CONTRADICT,
     NEI,
@@ -44,7 +44,7 @@ def test_models_build_installs_it_where_settings_look(models_dir: Path) -> None:
     assert (read_manifest(installed) or {})["variants"] == (read_manifest(SHIPPED_CONTRADICTION) or {})[
         "variants"
     ]
-    model = build_contradiction_model(RampartSettings(models_dir=models_dir))
+    model = build_contradiction_model(FactCheckSettings(), models_dir)
     assert model is not None and model.model_id.startswith("rampart-minilm-l6-nli@")
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
-from services.common.settings import TritonSettings
+from services.rerank.config import TritonSettings
 from services.rerank.reranker import Reranker
 from services.rerank.stage import RerankStage
 from services.rerank.triton_reranker import TritonReranker

@@ -9,9 +9,10 @@ from collections.abc import Callable
 import pytest
 
 from services.common.errors import RampartError
-from services.common.settings import ChainSettings, RampartSettings
+from services.common.settings import RampartSettings
 from services.common.types import Chunk, ScoredChunk
 from services.factcheck.text import terms
+from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.retriever import ChainRetriever, relevance, stand_apart
 from services.orchestrator.chain.subqueries import (
     HeuristicProposer,

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.common.settings import ChunkingSettings
 from services.common.types import Chunk, ParsedDocument, Section
 from services.ingest.chunk_header import DocTermStats, build_header, salient_terms
 from services.ingest.chunker import build_chunker
+from services.ingest.config import ChunkingSettings
 from services.ingest.fixed_chunker import FixedChunker
 from services.ingest.sentences import split_sentence_blocks, split_sentences
 from services.ingest.topic_chunker import TopicChunker

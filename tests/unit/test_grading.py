@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
 from services.common.errors import RampartError
-from services.common.settings import FactCheckSettings, GradingSettings, SecondarySourceSettings
 from services.common.types import Chunk, ScoredChunk
-from services.orchestrator.corrective.grading import FEATURES, RetrievalGrader, features, grade_of, logistic
+from services.factcheck.config import FactCheckSettings
+from services.orchestrator.corrective.config import GradingSettings, SecondarySourceSettings
+from services.orchestrator.corrective.evaluator import (
+    FEATURES,
+    SHIPPED_EVALUATOR,
+    Evaluator,
+    build_evaluator,
+    logistic,
+)
+from services.orchestrator.corrective.grading import RetrievalGrader, features, grade_of
 from services.orchestrator.corrective.refine import RefinedContext, Strip, locate, strip_scores
 from services.orchestrator.corrective.retrieval import _merge
 from services.orchestrator.corrective.rewrite_query import parse_rewrite, rule_rewrite
@@ -96,6 +106,66 @@ def test_unknown_weight_names_fail_at_start() -> None:
     with pytest.raises(RampartError, match="unknown feature"):
         RetrievalGrader(GradingSettings(weights={"p_maxx": 1.0}), FactCheckSettings())
     assert logistic({"p_max": 1.0}, {"p_max": 1000.0}, 0.0) == pytest.approx(1.0)
+
+
+# The weights and intercept `rampart tune grading` fitted, shipped as settings defaults until they
+# became an artifact: the artifact must hold exactly these.
+FITTED_WEIGHTS = {
+    "p_max": 7.2681,
+    "p_mean": -1.7951,
+    "coverage": 2.3686,
+    "agreement": 0.2625,
+    "dense_max": -1.8906,
+}
+FITTED_BIAS = -3.5398
+
+
+def test_the_shipped_evaluator_holds_the_fitted_values_bit_for_bit() -> None:
+    shipped = Evaluator.load(SHIPPED_EVALUATOR)
+    assert shipped.weights == FITTED_WEIGHTS and list(shipped.weights) == list(FEATURES)
+    assert shipped.bias == FITTED_BIAS
+    grader = RetrievalGrader(GradingSettings(), FactCheckSettings())
+    assert grader.evaluator.weights == FITTED_WEIGHTS and grader.evaluator.bias == FITTED_BIAS
+    # the settings' thresholds are the operating point chosen with these weights
+    default = GradingSettings()
+    thresholds = shipped.manifest["thresholds"]
+    assert (default.correct_threshold, default.incorrect_threshold) == (
+        thresholds["correct"],
+        thresholds["incorrect"],
+    )
+    assert {"command", "created", "data", "figures"} <= set(shipped.manifest)
+    assert "rampart tune grading" in (SHIPPED_EVALUATOR / "MODEL_CARD.md").read_text(encoding="utf-8")
+
+
+def test_settings_override_the_artifact(tmp_path: Path) -> None:
+    mine = Evaluator({"p_max": 2.0}, -1.0).save(tmp_path / "mine", {"model_id": "mine"})
+    loaded = build_evaluator(GradingSettings(evaluator_dir=mine))
+    assert (loaded.weights, loaded.bias, loaded.manifest["model_id"]) == ({"p_max": 2.0}, -1.0, "mine")
+    only_bias = build_evaluator(GradingSettings(bias=0.5))
+    assert (only_bias.weights, only_bias.bias) == (FITTED_WEIGHTS, 0.5)
+    only_weights = build_evaluator(GradingSettings(weights={"coverage": 1.0}))
+    assert (only_weights.weights, only_weights.bias) == ({"coverage": 1.0}, FITTED_BIAS)
+
+
+def test_a_missing_or_foreign_evaluator_names_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(RampartError, match="EVALUATOR_DIR") as err:
+        build_evaluator(GradingSettings(evaluator_dir=tmp_path / "none"))
+    assert "rampart tune grading --out" in err.value.message
+    (tmp_path / "weights.json").write_text(
+        json.dumps({"format": "other", "features": list(FEATURES), "weights": {}, "bias": 0.0}),
+        encoding="utf-8",
+    )
+    with pytest.raises(RampartError, match="rampart-crag-evaluator-v1"):
+        build_evaluator(GradingSettings(evaluator_dir=tmp_path))
+    body = {
+        "format": "rampart-crag-evaluator-v1",
+        "features": list(FEATURES),
+        "weights": {"p_maxx": 1.0},
+        "bias": 0,
+    }
+    (tmp_path / "weights.json").write_text(json.dumps(body), encoding="utf-8")
+    with pytest.raises(RampartError, match="unknown feature"):
+        build_evaluator(GradingSettings(evaluator_dir=tmp_path))
 
 
 def test_thresholds_in_the_wrong_order_are_rejected() -> None:

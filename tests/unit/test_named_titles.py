@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.settings import ChainSettings
 from services.common.types import Chunk, ScoredChunk
+from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.named_titles import linked_next, linked_second, named_first, named_pair
 from services.orchestrator.chain.retriever import ChainRetriever
 from services.retrieval.hybrid import SearchOutcome

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import ChainSettings
 from services.common.types import Chunk, ScoredChunk
 from services.models.pair_train import (
     PairExample,
@@ -19,6 +18,7 @@ from services.models.pair_train import (
     featurise,
     fit_pairs,
 )
+from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.pair_order import (
     PAIR_DEPTH,
     PAIR_FEATURES,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from services.common.errors import RampartError
-from services.common.settings import SessionSettings
+from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.session_memory import MemorySessionStore
 from services.orchestrator.conversation.sessions import SessionStore, build_session_store, new_session
 from tests.contracts.session_store import ALICE, MAKE_STORE, SessionStoreContract

@@ -7,9 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.cli.tune_grading import answer_hit, half_of, parse_set, thresholds
+from services.cli.tune_grading import Case, answer_hit, half_of, parse_set, report, thresholds
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
+from services.models.grading_artifact import write_evaluator
+from services.orchestrator.corrective.config import GradingSettings
+from services.orchestrator.corrective.evaluator import FEATURES, Evaluator
 
 
 def test_test_splits_and_the_heldout_half_are_refused(tmp_path: Path) -> None:
@@ -44,3 +47,33 @@ def test_thresholds_reach_the_precision_asked() -> None:
 def test_answer_hit_ignores_case_and_spacing() -> None:
     assert answer_hit("The Chief of\n Protocol of the US", ["chief of protocol"])
     assert not answer_hit("Chief Protocol", ["Chief of Protocol", " "])
+
+
+def test_the_written_artifact_reads_back_with_its_provenance(tmp_path: Path) -> None:
+    fitted = Evaluator({"p_max": 3.5, "coverage": 1.25}, -2.0)
+    write_evaluator(
+        tmp_path,
+        fitted,
+        created="2026-01-01 00:00 UTC",
+        command="rampart tune grading --out x",
+        data={"sets": ["scifact::train"], "queries_per_set": 10},
+        thresholds={"correct": 0.7, "incorrect": 0.4},
+        figures={"report": {"auc": 0.9}},
+    )
+    back = Evaluator.load(tmp_path)
+    assert (back.weights, back.bias) == (fitted.weights, fitted.bias)
+    assert back.manifest["thresholds"] == {"correct": 0.7, "incorrect": 0.4}
+    assert back.manifest["command"] == "rampart tune grading --out x"
+    card = (tmp_path / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "rampart tune grading --out x" in card and "| auc | 0.9 |" in card
+
+
+def test_report_grades_with_the_evaluator_and_the_thresholds_given() -> None:
+    def case(i: int, label: int) -> Case:
+        return Case(f"q{i}", "d", "retrieved", label, dict.fromkeys(FEATURES, float(label)))
+
+    cases = [case(i, i % 2) for i in range(20)]
+    row = report(cases, Evaluator({"p_max": 10.0}, -5.0), GradingSettings())
+    assert (
+        row["auc"] == 1.0 and row["true_correct->correct"] == 1.0 and row["true_incorrect->incorrect"] == 1.0
+    )

@@ -12,7 +12,6 @@ from rampart.retrieval.v1 import index_pb2, retrieval_pb2
 
 from services.common import wire
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import FusionSettings
 from services.common.types import (
     Acl,
     Chunk,
@@ -25,6 +24,7 @@ from services.common.types import (
     SearchFilters,
 )
 from services.common.verdicts import Judgement, Verdict
+from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds
 from services.retrieval.hybrid import SearchOutcome, SearchParams

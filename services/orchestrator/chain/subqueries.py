@@ -20,12 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from services.common.config import LlmSettings
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
-from services.common.settings import LlmSettings, RampartSettings
 from services.common.titles import clean_title
 from services.common.types import ScoredChunk
 from services.factcheck.text import STOP_WORDS, sentences, terms, words
+from services.orchestrator.chain.config import ChainSettings
 
 log = logging.getLogger(__name__)
 
@@ -217,10 +218,10 @@ def _best_sentence_overlap(body: str, span: str, q_terms: set[str]) -> float:
     return max((_overlap(s, q_terms) for s in sentences(body) if key in f" {_norm(s)} "), default=0.0)
 
 
-def build_proposer(settings: RampartSettings) -> Proposer:
+def build_proposer(settings: ChainSettings, llm: LlmSettings) -> Proposer:
     """The LLM proposer when an endpoint is set and ``chain.use_llm`` allows it, else the heuristics."""
-    if settings.llm.base_url is not None and settings.chain.use_llm:
-        return LlmProposer(settings.llm)
+    if llm.base_url is not None and settings.use_llm:
+        return LlmProposer(llm)
     return HeuristicProposer()
 
 

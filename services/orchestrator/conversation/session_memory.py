@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from services.common.settings import SessionSettings
 from services.common.types import Principal
+from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.sessions import (
     Session,
     check_session_id,

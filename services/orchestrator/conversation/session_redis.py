@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 import redis
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import SessionSettings
 from services.common.types import Principal
+from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.sessions import (
     Session,
     check_session_id,

@@ -17,8 +17,8 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import SessionSettings
 from services.common.types import Principal
+from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.fact_graph import FactGraph
 
 SESSION_ID = re.compile(r"s_[A-Za-z0-9_\-]{16,64}")

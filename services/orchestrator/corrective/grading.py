@@ -12,8 +12,8 @@ small logistic model over cheap features of the set it is given (no model call o
 - ``dense_max``: the best dense cosine among them.
 
 Without reranker scores (rerank off or degraded) the dense cosine stands in for P(relevant) and
-``reranked`` is 0 in the features: the grade is then rougher, and says so. Weights and bias live in
-``GradingSettings`` and are fitted by ``rampart tune grading`` on dev data (docs/grading.md).
+``reranked`` is 0 in the features: the grade is then rougher, and says so. Weights and bias are a
+model artifact (:mod:`.evaluator`), fitted by ``rampart tune grading`` on dev data (docs/grading.md).
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from services.common.errors import invalid
-from services.common.settings import FactCheckSettings, GradingSettings
 from services.common.types import ScoredChunk
 from services.factcheck.classifier import relevance_probability
+from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import bounded_text, strip_coverage
+from services.orchestrator.corrective.config import GradingSettings
+from services.orchestrator.corrective.evaluator import FEATURES, build_evaluator
 from services.orchestrator.plan import Grade
 from services.retrieval.hybrid import SearchOutcome
 
-FEATURES = ("p_max", "p_mean", "coverage", "agreement", "dense_max")
 AGREE_RANK = 10  # "both retrievers rank it high": within each one's own top 10
 
 
@@ -70,28 +70,17 @@ def features(
     }
 
 
-def logistic(values: Mapping[str, float], weights: Mapping[str, float], bias: float) -> float:
-    """sigmoid(bias + Σ weight·feature); unknown weight names are a settings error."""
-    unknown = set(weights) - set(FEATURES)
-    if unknown:
-        raise invalid(
-            f"grading.weights names unknown feature(s) {sorted(unknown)}; use {', '.join(FEATURES)}"
-        )
-    z = bias + sum(w * values.get(name, 0.0) for name, w in weights.items())
-    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
-
-
 class RetrievalGrader:
     """Grades a reranked set Correct / Ambiguous / Incorrect with the thresholds in settings."""
 
     def __init__(self, settings: GradingSettings, factcheck: FactCheckSettings) -> None:
         self.settings = settings
         self.calibration = factcheck.calibration
-        logistic({}, settings.weights, settings.bias)  # fail at start-up, not on the first query
+        self.evaluator = build_evaluator(settings)  # a bad artifact or weight fails at start-up
 
     def score(self, query: str, hits: list[ScoredChunk]) -> tuple[float, dict[str, float]]:
         values = features(query, hits, self.calibration, self.settings.depth)
-        return logistic(values, self.settings.weights, self.settings.bias), values
+        return self.evaluator.score(values), values
 
     def grade(self, query: str, outcome: SearchOutcome) -> GradeResult:
         score, values = self.score(query, outcome.hits)

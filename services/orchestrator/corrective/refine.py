@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.common.settings import GradingSettings
 from services.common.types import ScoredChunk
 from services.factcheck.evidence import bounded_text
 from services.factcheck.text import sentences, terms
+from services.orchestrator.corrective.config import GradingSettings
 from services.retrieval.embedder import Embedder
 
 MAX_STRIPS_SCORED = 400  # bounded work: strips beyond this (over all passages) are not read

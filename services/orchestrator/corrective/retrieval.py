@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from services.common.errors import RampartError
-from services.common.settings import GradingSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import Principal, ScoredChunk
 from services.common.verdicts import Judgement
 from services.factcheck.stage import FactCheckStage
+from services.orchestrator.corrective.config import GradingSettings
 from services.orchestrator.corrective.grading import RetrievalGrader
 from services.orchestrator.corrective.refine import KnowledgeRefiner, RefinedContext
 from services.orchestrator.corrective.rewrite_query import QueryRewriter

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 
+from services.common.config import LlmSettings
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
-from services.common.settings import LlmSettings
 from services.factcheck.text import STOP_WORDS, WORD, words
 
 log = logging.getLogger(__name__)

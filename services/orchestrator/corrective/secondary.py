@@ -28,8 +28,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.http_retry import RetryableStatusError, raise_for_retryable, retryable
-from services.common.settings import SecondarySourceSettings
 from services.common.types import EVERYONE, Chunk, Principal, ScoredChunk
+from services.orchestrator.corrective.config import SecondarySourceSettings
 from services.orchestrator.search import SearchPipeline
 
 log = logging.getLogger(__name__)

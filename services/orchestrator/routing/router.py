@@ -7,7 +7,8 @@ load) plus a JSON manifest.
 
 Usage::
 
-    router = build_router(settings, embedder)  # None when routing is disabled
+    # None when routing is disabled
+    router = build_router(settings.routing, embedder, settings.models_dir)
     route = router.classify("When was she born?", ["Who wrote Frankenstein?"])
     route.type, route.complexity, route.confidence, route.reason
 
@@ -29,8 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.settings import RampartSettings
 from services.orchestrator.plan import Complexity, QueryType, Route
+from services.orchestrator.routing.config import RoutingSettings
 from services.orchestrator.routing.features import CHEAP_FEATURES, cheap_features, feature_matrix
 from services.retrieval.embedder import Embedder
 
@@ -236,13 +237,14 @@ class QueryRouter:
         )
 
 
-def build_router(settings: RampartSettings, embedder: Embedder) -> QueryRouter | None:
-    """The configured router, or None when ``routing.enabled`` is false.
+def build_router(settings: RoutingSettings, embedder: Embedder, models_dir: Path) -> QueryRouter | None:
+    """The configured router, or None when ``routing.enabled`` is false (``models_dir``: where
+    ``rampart models build`` installed it, unless ``settings.model_dir`` names the folder).
 
     Raises FAILED_PRECONDITION naming ``rampart models build`` when the artifact is missing.
     """
-    if not settings.routing.enabled:
+    if not settings.enabled:
         return None
     return QueryRouter.from_dir(
-        settings.router_model_dir(), embedder, min_confidence=settings.routing.min_confidence
+        settings.resolve_model_dir(models_dir), embedder, min_confidence=settings.min_confidence
     )

@@ -15,13 +15,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.common.errors import invalid
-from services.common.settings import (
-    FactCheckSettings,
-    GradingSettings,
-    RampartSettings,
-    RerankSettings,
-    RoutingSettings,
-)
+from services.common.settings import RampartSettings
+from services.factcheck.config import FactCheckSettings
+from services.orchestrator.corrective.config import GradingSettings
+from services.orchestrator.routing.config import RoutingSettings
+from services.rerank.config import RerankSettings
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,0 +1,263 @@
+"""Settings of the fact-check stage: the detectors' thresholds, the backend, the Celery workers.
+
+- :class:`FactCheckSettings` (``factcheck``): read by
+  :func:`~services.factcheck.checker.build_fact_checker`, the evidence functions and the classifier
+  (every threshold), the search pipeline (depths, deadline), and CRAG's grader (``calibration``);
+- :class:`CelerySettings` (``factcheck.celery``): the distributed backend, read by the Celery app, its
+  checker and ``rampart worker``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class CelerySettings(BaseModel):
+    broker_url: str = Field(
+        default="redis://127.0.0.1:6379/0", description="Celery broker (Redis); credentials via the URL"
+    )
+    result_backend: str = Field(default="redis://127.0.0.1:6379/1", description="Celery result backend")
+    queue: str = Field(default="rampart.factcheck", description="Queue the fact-check workers consume")
+    concurrency: int = Field(default=2, ge=1, le=256, description="Worker processes per worker node")
+    cache_ttl_s: int = Field(
+        default=24 * 3600, ge=0, description="Evidence cached in Redis by (model, query, passage); 0 = off"
+    )
+    retries: int = Field(default=2, ge=0, le=10, description="Retries of a task on transient errors only")
+    cache_url: str | None = Field(
+        default=None,
+        description="Redis holding cached evidence (redis:// or rediss://); default: result_backend",
+    )
+    result_expires_s: int = Field(
+        default=120,
+        ge=1,
+        description="Uncollected task results (a check past its deadline) expire after this",
+    )
+    visibility_timeout_s: int = Field(
+        default=300,
+        ge=10,
+        description="A task reserved by a worker node that vanished is redelivered after this (tasks take ms)",
+    )
+    socket_timeout_s: float = Field(
+        default=2.0, gt=0.0, le=60.0, description="Connect/read timeout of every Redis call the checker makes"
+    )
+    ready_timeout_s: float = Field(
+        default=1.0, gt=0.0, le=30.0, description="How long /readyz waits for a worker to answer"
+    )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="`rampart worker` serves /metrics (task counts and latency of all its processes) "
+        "here; needs PROMETHEUS_MULTIPROC_DIR set to an empty directory; 0 disables",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="Bind address of the worker's /metrics")
+    items_per_task: int = Field(
+        default=15,
+        ge=1,
+        le=100,
+        description="Passages per fact-check task (a check's cache misses go out as ceil(n / this) "
+        "tasks of near-equal size). Larger: fewer Redis round trips and one embedding batch per "
+        "task; smaller: a check spreads over more worker processes. Aim for n / (worker processes), "
+        "n = passages per check (max(depth, context_depth)): 15 = 30 over the default 2 processes; "
+        "1 = one task per passage",
+    )
+
+
+class FactCheckSettings(BaseModel):
+    """Thresholds are tuned on dev data only: `rampart tune factcheck` on PoisonedRAG's NQ attacks in
+    the NQ-open oracle passages + the train half of HotpotQA-500 (docs/factcheck.md, benchmarks.md)."""
+
+    enabled: bool = Field(default=True, description="Judge the top results of every search")
+    backend: Literal["inprocess", "celery", "none"] = Field(
+        default="inprocess", description="inprocess: thread pool; celery: Redis-backed workers"
+    )
+    depth: int = Field(default=10, ge=1, le=100, description="Top-M results judged (HAC: M = 5)")
+    context_depth: int = Field(
+        default=30,
+        ge=0,
+        le=100,
+        description="Results down to this rank are read (not judged) as peers for the near-duplicate "
+        "clusters: planted paraphrases ranked below the top-M still vouch for each other; <= depth = off",
+    )
+    min_keep: int = Field(
+        default=2,
+        ge=0,
+        le=100,
+        description="If fewer RELEVANT survive, fall back to the judged non-adversarial top-M, flagged",
+    )
+    deadline_ms: int = Field(
+        default=3000, ge=10, description="Past it, results pass unverified with 'factcheck' in degraded"
+    )
+    workers: int = Field(default=4, ge=1, le=64, description="In-process thread pool size")
+    injection_threshold: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="Prompt-injection score that makes a passage ADVERSARIAL"
+    )
+    query_copy_threshold: float = Field(
+        default=0.8, ge=0.0, le=1.0, description="Share of the query copied verbatim that is ADVERSARIAL"
+    )
+    stuffing_threshold: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Keyword-stuffing score that is ADVERSARIAL"
+    )
+    framing: bool = Field(
+        default=True,
+        description="A passage that frames its claim as contrary to fact ('In an alternate universe, ...', "
+        "'Contrary to popular belief, ...') is COUNTERFACTUAL (detectors/framing.py)",
+    )
+    duplicate_threshold: float = Field(
+        default=0.84,
+        ge=0.0,
+        le=1.0,
+        description="Embedding cosine within which passages of different documents are near-duplicates "
+        "(the DBSCAN radius of the cluster detector)",
+    )
+    duplicate_min_docs: int = Field(
+        default=5, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
+    )
+    copy_threshold: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description="Claim-vector cosine (chunk text without its header) at which another document's "
+        "chunk is a near-copy (the planted-copies detector; needs index.claim_vectors)",
+    )
+    copy_min_docs: int = Field(
+        default=2,
+        ge=0,
+        le=8,
+        description="Other documents with a near-copy that make a passage ADVERSARIAL; 0 = off "
+        "(raise it for corpora full of mirrored or templated pages)",
+    )
+    copy_subjects: bool = Field(
+        default=True,
+        description="A near-copy that opens with a name neither the passage nor the query uses (a template "
+        "family: '2011 Colorado Buffaloes football team' beside the 2009 page) does not count toward "
+        "copy_min_docs (services/common/subjects.py)",
+    )
+    copy_border_threshold: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Claim-vector cosine within which a passage joins a planted group through a member "
+        "that has copy_min_docs near-copies itself (DBSCAN's border members; the search fetches those "
+        "members' copies too); 0 = off",
+    )
+    copy_border_slack: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="How far below the core member's own copy_min_docs-th near-copy cosine a border "
+        "member may lie (a genuine paragraph on the planted subject lies farther out than the "
+        "planted siblings); 1 = no such condition",
+    )
+    claim_join_threshold: float = Field(
+        default=0.55,
+        ge=0.0,
+        le=1.0,
+        description="Embedding cosine within which a passage not yet judged is compared with the "
+        "passages flagged as planted copies or a near-duplicate cluster in the same check: close to "
+        "claim_min_group of them and using every word they share beyond the query's (their claim), it "
+        "joins them as ADVERSARIAL; 0 = off",
+    )
+    claim_min_group: int = Field(
+        default=2,
+        ge=1,
+        le=8,
+        description="Flagged passages within claim_join_threshold whose shared claim a passage must repeat",
+    )
+    claim_group_coverage: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Query-term coverage (best sentence strip) a flagged passage needs to count in the "
+        "group whose claim others may join: planted text is written for the query",
+    )
+    claim_share: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="Share of the words a planted group shares beyond the query (its claim) a passage must "
+        "use to join it by claim: 1 = every one",
+    )
+    claim_max_words: int = Field(
+        default=6,
+        ge=0,
+        le=100,
+        description="A passage using only claim_share of a planted group's shared words joins it only when "
+        "they are at most this many (a claim is an answer and a few words; a longer shared vocabulary is "
+        "a template or a subject); 0 = any number",
+    )
+    claim_length_ratio: float = Field(
+        default=1.5,
+        ge=0.0,
+        le=100.0,
+        description="A passage joins a planted group by its claim only when it is at most this many times "
+        "as long as the group's longest member (written like them, not a long page that mentions the "
+        "same name); 0 = any length",
+    )
+    untrusted_sources: list[str] = Field(
+        default_factory=list, description="Glob patterns over a chunk's source marking it untrusted"
+    )
+    untrusted_factor: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Untrusted passages face content thresholds times this"
+    )
+    relevance_threshold: float = Field(
+        default=0.02,
+        ge=0.0,
+        le=1.0,
+        description="Calibrated P(relevant) from the reranker logit below which a passage may be IRRELEVANT",
+    )
+    calibration: tuple[float, float] = Field(
+        default=(0.9991, -2.4084), description="Platt scaling (a, b): P(relevant) = sigmoid(a * logit + b)"
+    )
+    coverage_threshold: float = Field(
+        default=0.34,
+        ge=0.0,
+        le=1.0,
+        description="Best strip's share of the query terms below which no strip addresses the query",
+    )
+    conflict_threshold: float = Field(
+        default=0.8, ge=0.0, le=1.0, description="Claim-conflict score between two passages that counts"
+    )
+    contradiction_threshold: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="The contradiction classifier's P(CONTRADICT) between two passages that counts as a conflict",
+    )
+    title_links: bool = Field(
+        default=True,
+        description="Read document titles that passages spell out: a passage a relevant one names by "
+        "title (or that names a relevant one's title and holds a query term that one lacks) is a "
+        "bridge, not IRRELEVANT; two passages each about its own titled subject (neither names the "
+        "other) are never compared for conflicts nor count as a near-duplicate cluster (docs/factcheck.md)",
+    )
+    contradiction_pairs: int = Field(
+        default=0,
+        ge=0,
+        le=200,
+        description="Most similar passage pairs per check read by the contradiction classifier (2 model "
+        "calls each); 0 = claim alignment only (the default; why, and the cost, in docs/factcheck.md)",
+    )
+    use_llm: bool = Field(
+        default=True,
+        description="Judge each passage with the LLM at llm.base_url when one is set (detectors keep "
+        "precedence for ADVERSARIAL; see docs/factcheck.md)",
+    )
+    use_contradiction_model: bool = Field(
+        default=True,
+        description="Load the trained claim/evidence contradiction classifier (SUPPORT / CONTRADICT / NEI, "
+        "`rampart train contradiction`; see docs/factcheck.md)",
+    )
+    contradiction_model_dir: Path | None = Field(
+        default=None,
+        description="Exported contradiction classifier (manifest.json, tokenizer.json, model.int8.onnx); "
+        "default <models_dir>/contradiction",
+    )
+    celery: CelerySettings = CelerySettings()
+
+    def resolve_contradiction_model_dir(self, models_dir: Path) -> Path:
+        """``contradiction_model_dir``, or the folder ``rampart models build`` installs it in."""
+        return self.contradiction_model_dir or models_dir / "contradiction"

@@ -1,0 +1,37 @@
+"""Settings of ``rampart stack``: :class:`StackSettings` (``stack``), read by the stack's plan and
+control (ports, processes, where supervisord keeps its files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class StackSettings(BaseModel):
+    """``rampart stack``: every distributed service on 127.0.0.1 under supervisord (docs/stack.md)."""
+
+    dir: Path | None = Field(
+        default=None, description="supervisord config, socket, logs and pid; default <data_dir>/stack"
+    )
+    redis_port: int = Field(default=6390, ge=1, le=65535, description="redis-server port (broker, cache)")
+    triton: bool = Field(
+        default=True, description="Rerank on a tritonserver (needs `make triton`); false: onnx in-process"
+    )
+    triton_grpc_port: int = Field(default=8001, ge=1, le=65535, description="tritonserver gRPC port")
+    triton_http_port: int = Field(default=8000, ge=1, le=65535, description="tritonserver HTTP port")
+    triton_metrics_port: int = Field(default=8002, ge=1, le=65535, description="tritonserver metrics port")
+    workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Celery fact-check worker processes (2: a check's two tasks run in parallel; "
+        "factcheck.celery.items_per_task)",
+    )
+    ready_timeout_s: float = Field(
+        default=300.0, gt=0.0, le=3600.0, description="How long `stack up` waits for every service"
+    )
+    worker_metrics_port: int = Field(
+        default=9104, ge=1, le=65535, description="Prometheus /metrics of the fact-check workers"
+    )
