@@ -19,9 +19,10 @@ from services.common.settings import FactCheckSettings
 from services.common.types import Chunk, ScoredChunk
 from services.common.verdicts import Judgement, Verdict
 from services.factcheck.checker import CheckOutcome
-from services.factcheck.classifier import decide, relevance_probability
+from services.factcheck.classifier import decide
 from services.factcheck.evidence import CheckInput, gather_evidence
 from services.factcheck.in_process import InProcessFactChecker
+from services.factcheck.rules.relevance import relevance_probability
 from services.factcheck.stage import FactCheckStage, to_input
 
 pytestmark = pytest.mark.unit

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from services.common.errors import invalid
 from services.common.settings import FactCheckSettings, GradingSettings
 from services.common.types import ScoredChunk
-from services.factcheck.classifier import relevance_probability
 from services.factcheck.evidence import bounded_text, strip_coverage
+from services.factcheck.rules.relevance import relevance_probability
 from services.orchestrator.plan import Grade
 from services.retrieval.hybrid import SearchOutcome
 
