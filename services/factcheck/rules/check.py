@@ -19,11 +19,11 @@ import numpy as np
 from services.common.settings import FactCheckSettings
 from services.common.titles import MIN_TITLE_CHARS, clean_title, spelled
 from services.common.verdicts import Verdict
+from services.common.words import terms, words
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import Claim, extract_claims
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters, peer_similarity
 from services.factcheck.evidence import CheckInput, Evidence
-from services.factcheck.text import terms, words
 
 if TYPE_CHECKING:
     from services.factcheck.model_conflicts import ModelConflicts
@@ -61,13 +61,13 @@ def spelled_text(text: str) -> str:
 
 @lru_cache(maxsize=4096)
 def term_set(text: str) -> frozenset[str]:
-    """The text's content terms (:func:`~services.factcheck.text.terms`), cached."""
+    """The text's content terms (:func:`~services.common.words.terms`), cached."""
     return frozenset(terms(text))
 
 
 @lru_cache(maxsize=4096)
 def word_count(text: str) -> int:
-    """The text's number of words (:func:`~services.factcheck.text.words`), cached."""
+    """The text's number of words (:func:`~services.common.words.words`), cached."""
     return len(words(text))
 
 

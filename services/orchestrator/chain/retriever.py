@@ -34,7 +34,7 @@ from services.common.query_text import check_query, has_words
 from services.common.settings import ChainSettings
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import ScoredChunk
-from services.factcheck.text import terms
+from services.common.words import terms
 from services.orchestrator.chain.named_titles import linked_next, linked_second, named_first, named_pair
 from services.orchestrator.chain.subqueries import HeuristicProposer, Proposer, coverage, passage_text
 from services.orchestrator.plan import Searcher

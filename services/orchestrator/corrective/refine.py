@@ -18,8 +18,9 @@ import numpy as np
 
 from services.common.settings import GradingSettings
 from services.common.types import ScoredChunk
+from services.common.words import terms
 from services.factcheck.evidence import bounded_text
-from services.factcheck.text import sentences, terms
+from services.factcheck.text import sentences
 from services.retrieval.embedder import Embedder
 
 MAX_STRIPS_SCORED = 400  # bounded work: strips beyond this (over all passages) are not read
