@@ -17,9 +17,10 @@ from services.common.errors import RampartError
 from services.common.net import free_port
 from services.common.settings import GrpcServerSettings, IndexSettings, RemoteSettings
 from services.common.types import Acl, Chunk, DocumentState, Principal, SearchFilters
+from services.retrieval.capabilities import CheckReads, Copies, LinkReads, check_reads, link_reads
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
-from services.retrieval.index import Copies, SearchIndex
+from services.retrieval.index import SearchIndex
 from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
@@ -488,3 +489,11 @@ def test_store_keyed_by_an_older_name_key_is_rebuilt(tmp_path: Path) -> None:
         assert named_docs(ix, ["Ostava"]) == ["b"]
     finally:
         ix.close()
+
+
+def test_serves_the_fact_check_and_linking_reads(make_index: Callable[[], SearchIndex]) -> None:
+    """Each implementation declares both capabilities; the tests above of ``stored_vectors`` and
+    ``copy_cosines`` (CheckReads) and of ``named`` (LinkReads) run on each of them."""
+    ix = make_index()
+    assert isinstance(ix, CheckReads) and isinstance(ix, LinkReads)
+    assert check_reads(ix) is ix and link_reads(ix) is ix

@@ -25,10 +25,10 @@ from services.common.types import (
     SearchFilters,
 )
 from services.common.verdicts import Judgement, Verdict
+from services.retrieval.capabilities import Copies
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds
 from services.retrieval.hybrid import SearchOutcome, SearchParams
-from services.retrieval.index import Copies
 
 pytestmark = pytest.mark.unit
 
