@@ -18,9 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# a word (letters/digits, inner apostrophes, dots, ampersands and dashes kept: "F.C.", "Ka-san",
-# "Kerensky's") or one punctuation mark that ends a name
-_TOKEN = re.compile(r"[^\W_][\w'’.&\-–—]*\w|[^\W_]|[,;:()\"“”]")
+from services.common.words import NAME_TOKEN
+
 # openers skipped before the name ("The 2011 ...", "In 2010, Kent ...")
 _OPENERS = frozenset(
     [
@@ -99,7 +98,7 @@ def lead_name(text: str) -> str:
     inside), after openers such as "The" or "In"; ``""`` when it opens with none, or with a single
     capitalised word that is not a number ("Renowned for ...", "Logistics in ..."): sentence case
     capitalises any first word, so one such word is no evidence of a name."""
-    tokens = _TOKEN.findall(text[:LEAD_CHARS])
+    tokens = NAME_TOKEN.findall(text[:LEAD_CHARS])
     i = 0
     while i < len(tokens) and tokens[i].lower() in _OPENERS:
         i += 1
@@ -133,7 +132,7 @@ def _parts(token: str) -> list[str]:
 
 def subject_words(texts: Iterable[str]) -> frozenset[str]:
     """Every folded word (and dash-separated part: "2017–18" -> "2017", "18") of ``texts``."""
-    return frozenset(p for text in texts for token in _TOKEN.findall(text) for p in _parts(token))
+    return frozenset(p for text in texts for token in NAME_TOKEN.findall(text) for p in _parts(token))
 
 
 def subject_context(text: str, query: str) -> frozenset[str] | None:
@@ -157,7 +156,7 @@ def other_subject(lead: str, words: frozenset[str]) -> str | None:
     query's :func:`subject_words`), or ``None``: a copy opening with a name the passage and the query
     never use is about another subject."""
     token: str
-    for token in _TOKEN.findall(lead):
+    for token in NAME_TOKEN.findall(lead):
         if token in _CONNECTORS:
             continue
         if any(not _known(p, words) for p in _parts(token)):

@@ -14,10 +14,9 @@ import calendar
 import html
 import re
 
+from services.common.words import SPELLED_WORD
+
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" -> "Kiss and Tell"
-# Not ``factcheck.text.words``: that lower-cases (case tells a title from a common word here) and keeps
-# apostrophes whole, so "James's" and "James’s" would differ; here both are "James s".
-_WORD = re.compile(r"\w+")
 MIN_TITLE_CHARS = 3  # shorter titles ("US", "X") are named by accident too often
 
 
@@ -31,7 +30,7 @@ def clean_title(title: str) -> str:
 def spelled(text: str) -> str:
     """Words only, case kept, single-spaced and padded: ``" Skin Yard "``. Spell a text once and test
     many titles against it with :func:`names`."""
-    return f" {' '.join(_WORD.findall(text))} "
+    return f" {' '.join(SPELLED_WORD.findall(text))} "
 
 
 def names(spelled_text: str, title: str) -> bool:
@@ -50,7 +49,7 @@ def common_name(title: str, spelled_text: str) -> bool:
     weekday, or a one-word name that ``spelled_text`` (texts read together, from :func:`spelled`) also
     uses in lower case ("Hotel (1967 film)" beside "the hotel"). Such a title is "named" by any text
     that opens a sentence with it or gives a date, so it links nothing."""
-    found = _WORD.findall(clean_title(title))
+    found = SPELLED_WORD.findall(clean_title(title))
     if not found or all(w.isdigit() for w in found):
         return True
     return len(found) == 1 and (found[0] in _CALENDAR or f" {found[0].lower()} " in spelled_text)
@@ -65,7 +64,7 @@ def name_key(title: str) -> str | None:
     case kept (``"Kiss and Tell (1945 film)"`` -> ``"Kiss and Tell"``); ``None`` when the name cannot
     be matched (shorter than ``MIN_TITLE_CHARS``, longer than ``MAX_NAME_WORDS`` words, or it starts
     with a lower-case letter, see :func:`mentioned_names`)."""
-    found = _WORD.findall(clean_title(title))
+    found = SPELLED_WORD.findall(clean_title(title))
     key = " ".join(found)
     if len(key) < MIN_TITLE_CHARS or len(found) > MAX_NAME_WORDS or not _opens_name(found[0]):
         return None
@@ -76,7 +75,7 @@ def mentioned_names(text: str, limit: int = 20_000) -> list[str]:
     """Every run of up to ``MAX_NAME_WORDS`` words of ``text`` that opens with a capital or a digit, as
     :func:`name_key` spells a name, first mention first, at most ``limit``: the keys a text could name a
     document by. Names are proper nouns, so the capital rule loses little and keeps the lookup small."""
-    found = _WORD.findall(text)
+    found = SPELLED_WORD.findall(text)
     out: dict[str, None] = {}
     for i, word in enumerate(found):
         if len(out) >= limit:

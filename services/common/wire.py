@@ -32,11 +32,11 @@ from services.common.types import (
     SearchFilters,
 )
 from services.common.verdicts import Judgement, Verdict
+from services.retrieval.capabilities import Copies
 from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds, weights_problem
 from services.retrieval.hybrid import SearchOutcome, SearchParams
-from services.retrieval.index import Copies
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -403,7 +403,7 @@ def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
 
 
 def copy_cosines_to_pb(cosines: Mapping[int, Copies]) -> dict[int, pb.CopyCosines]:
-    """``SearchIndex.copy_cosines``' answer as the ``CopyCosinesResponse.cosines`` map."""
+    """``CheckReads.copy_cosines``' answer as the ``CopyCosinesResponse.cosines`` map."""
     return {
         cid: pb.CopyCosines(
             values=c.cosines, neighbors=[pb.CopyCosines(values=n) for n in c.neighbors], leads=c.leads

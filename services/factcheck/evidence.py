@@ -16,13 +16,14 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from services.common.verdicts import Verdict
+from services.common.words import terms
 from services.factcheck.config import FactCheckSettings
 from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.query_copy import detect_query_copy
 from services.factcheck.detectors.source_trust import detect_untrusted
 from services.factcheck.detectors.stuffing import detect_stuffing
-from services.factcheck.text import sentences, terms
+from services.factcheck.text import sentences
 from services.retrieval.embedder import Embedder
 
 if TYPE_CHECKING:

@@ -28,83 +28,45 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import Stemmer
-
+from services.common.words import JOINED_WORD, KEY_TERM_STOP_WORDS, stem
 from services.ingest.sentences import split_sentences
 
-__all__ = ["STOP_WORDS", "DocTermStats", "build_header", "salient_terms"]
+__all__ = ["DocTermStats", "build_header", "salient_terms"]
 
-_STOP_WORD_TEXT = """
-    a about above after again against all also am an and any are aren't as at be because been before
-    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
-    don't down during each either else etc e.g eg even ever every few for from further get gets got had
-    hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his
-    how how's however i i'd i'll i'm i've i.e ie if in into is isn't it it's its itself just let's like
-    may might more most much must mustn't my myself neither no nor not now of off often on once one only
-    or other others otherwise ought our ours ourselves out over own per rather same shall shan't she
-    she'd she'll she's should shouldn't since so some such than that that's the their theirs them
-    themselves then there there's therefore these they they'd they'll they're they've this those though
-    through thus to too under until up upon us use used using very via was wasn't we we'd we'll we're
-    we've were weren't what what's when when's where where's whether which while who who's whom whose
-    why why's will with within without won't would wouldn't yes yet you you'd you'll you're you've your
-    yours yourself yourselves new see well across among along already always another around away back
-    become becomes come comes first given going including last less let made make makes many next non
-    onto put said say says second set several still take takes two three unless whereas
-"""
-STOP_WORDS = frozenset(_STOP_WORD_TEXT.split())
-
-_TOKEN = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*")
 _NUMBER = re.compile(r"[\d.,:/\-]+")
 _MAX_TITLE_CHARS = 150
 _MAX_SECTION_PART_CHARS = 80
 _MAX_SECTION_DEPTH = 4
-
-_local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
 
 # One candidate occurrence: (key, surface, is_bigram). The key is lower-cased and stemmed (a bigram's
 # two stems joined by a space); the surface is the text as written, possessive 's removed.
 _Occurrence = tuple[str, str, bool]
 
 
-def _stem(word: str) -> str:
-    cache: dict[str, str] | None = getattr(_local, "cache", None)
-    if cache is None:
-        cache = {}
-        _local.cache = cache
-        _local.stemmer = Stemmer.Stemmer("english")
-    stem = cache.get(word)
-    if stem is None:
-        stem = str(_local.stemmer.stemWord(word))
-        if len(cache) < 200_000:
-            cache[word] = stem
-    return stem
-
-
 def _candidates(sentence: str) -> list[_Occurrence]:
     """Candidate unigrams and bigrams of one sentence, in text order."""
     out: list[_Occurrence] = []
-    prev: tuple[str, str, bool, int] | None = None  # (stem, surface, is_number, end offset)
-    for m in _TOKEN.finditer(sentence):
+    prev: tuple[str, str, bool, int] | None = None  # (key, surface, is_number, end offset)
+    for m in JOINED_WORD.finditer(sentence):
         surface = m.group(0)
         if surface[-2:] in ("'s", "’s"):
             surface = surface[:-2]
         low = surface.lower()
         if "’" in low:
             low = low.replace("’", "'")
-        if low in STOP_WORDS or not low:
+        if low in KEY_TERM_STOP_WORDS or not low:
             prev = None
             continue
         is_number = low[0].isdigit() and _NUMBER.fullmatch(low) is not None
         if not is_number and len(low) < 2:
             prev = None
             continue
-        stem = low if is_number else _stem(low)
+        key = low if is_number else stem(low)
         if not is_number and len(low) >= 3:
-            out.append((stem, surface, False))
+            out.append((key, surface, False))
         start = m.start()
         if (
             prev is not None
@@ -112,8 +74,8 @@ def _candidates(sentence: str) -> list[_Occurrence]:
             and not (prev[2] and is_number)
             and (len(prev[1]) >= 3 or len(low) >= 3)
         ):
-            out.append((f"{prev[0]} {stem}", f"{prev[1]} {surface}", True))
-        prev = (stem, surface, is_number, m.end())
+            out.append((f"{prev[0]} {key}", f"{prev[1]} {surface}", True))
+        prev = (key, surface, is_number, m.end())
     return out
 
 
@@ -169,7 +131,7 @@ def salient_terms(
         return []
     if doc_stats is None and doc_text is not None:
         doc_stats = DocTermStats.from_text(doc_text)
-    excluded = {_stem(w.lower()) for t in exclude for w in _TOKEN.findall(t)}
+    excluded = {stem(w.lower()) for t in exclude for w in JOINED_WORD.findall(t)}
 
     tf: dict[str, int] = {}
     first_seen: dict[str, int] = {}

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import ErrorCode, RampartError
-from services.factcheck.text import STOP_WORDS
+from services.common.words import STOP_WORDS
 
 TRAIN_SPLITS = ("train", "dev")
 SYNTHETIC_KINDS = ("number", "negation", "entity")

@@ -17,7 +17,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from services.common.llm_client import ChatClient, describe_failure, fence
-from services.factcheck.text import sentences, terms
+from services.common.words import terms
+from services.factcheck.text import sentences
 from services.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)

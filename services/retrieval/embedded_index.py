@@ -22,9 +22,10 @@ from services.common.subjects import lead_name
 from services.common.titles import mentioned_names
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
+from services.retrieval.capabilities import MAX_COPY_LIMIT, CheckReads, Copies, LinkReads
 from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import DocStore, DocumentWrite
-from services.retrieval.index import MAX_COPY_LIMIT, Copies, Hits
+from services.retrieval.index import Hits
 from services.retrieval.vector_index import FaissVectorIndex
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,10 @@ COPY_SEARCH_EXTRA = 8
 MAX_NAMED_KEYS = 20_000  # candidate names looked up per ``named`` call
 
 
-class EmbeddedIndex:
+class EmbeddedIndex(CheckReads, LinkReads):
+    """A ``SearchIndex`` on local disk that also serves the fact-check's and linking's reads (see the
+    module doc for its storage and recovery)."""
+
     def __init__(self, root: Path, dim: int, settings: IndexSettings, lock: filelock.BaseFileLock) -> None:
         self.root = root
         self.dim = dim

@@ -18,10 +18,11 @@ from services.common.query_text import check_query
 from services.common.titles import name_key, names, spelled
 from services.common.types import Chunk, FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
+from services.retrieval.capabilities import Copies, check_reads, link_reads
 from services.retrieval.config import FusionSettings
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, Fused, fuse
-from services.retrieval.index import Copies, SearchIndex
+from services.retrieval.index import SearchIndex
 
 # other documents whose claim-vector cosine is reported per result (the fact-check counts those above
 # its threshold; more than a handful of copies adds nothing to the decision)
@@ -177,12 +178,12 @@ class HybridRetriever:
             t1 = time.perf_counter()
             fused = self._link(query, vector, fused, chunks, principal, params, lists)
             timings["link"] = (time.perf_counter() - t1) * 1000
-        stored = self.index.stored_vectors([f.key for f in fused]) if params.vectors else {}
+        stored = check_reads(self.index).stored_vectors([f.key for f in fused]) if params.vectors else {}
         copies: dict[int, Copies] = {}
         if params.copy_depth > 0:
             t1 = time.perf_counter()
             head = [f.key for f in fused[: params.copy_depth] if f.key in chunks]
-            copies = self.index.copy_cosines(
+            copies = check_reads(self.index).copy_cosines(
                 head, principal, COPY_LIMIT, expand=params.copy_expand, leads=params.copy_leads
             )
             timings["copies"] = (time.perf_counter() - t1) * 1000
@@ -241,7 +242,9 @@ class HybridRetriever:
         have = {chunks[f.key].doc_id for f in fused[:n] if f.key in chunks}
         back = self._naming(query, seeds, principal, params, have)[: min(params.backlinks, room)]
         taken = have | {c.doc_id for _, c in back}
-        named = self.index.named([c.text for c in seeds], principal, room + len(have), filters=params.filters)
+        named = link_reads(self.index).named(
+            [c.text for c in seeds], principal, room + len(have), filters=params.filters
+        )
         docs = self.index.chunks([cid for cid, _ in named])
         forward = [cid for cid, _ in named if cid in docs and docs[cid].doc_id not in taken][
             : room - len(back)

@@ -7,7 +7,6 @@ on local disk). The OpenSearch backend implements the same protocol in the distr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -18,28 +17,14 @@ from services.common.types import Chunk, DocumentState, DocumentStatus, Principa
 from services.retrieval.doc_store import DocumentWrite
 
 Hits = list[tuple[int, float]]
-MAX_COPY_LIMIT = 64  # copy_cosines: cosines per chunk (one per other document)
-
-
-@dataclass(frozen=True)
-class Copies:
-    """One chunk's near-copy profile (``SearchIndex.copy_cosines``).
-
-    ``cosines``: claim-vector cosine to the closest chunk of each other readable document, highest
-    first. ``neighbors``: for the first ``len(neighbors)`` of those (the ones at or above the caller's
-    ``expand`` cosine), that closest chunk's *own* cosines, computed the same way — what lets the
-    planted-copies detector grow a dense group to its border members (DBSCAN over the corpus).
-    ``leads``: for the first ``len(leads)`` of the cosines (those at or above the caller's ``leads``
-    cosine), the name that closest chunk opens with (``services.common.subjects.lead_name``, ``""`` if
-    none) — what tells a template family's pages from copies of one claim.
-    """
-
-    cosines: list[float]
-    neighbors: list[list[float]] = field(default_factory=list)
-    leads: list[str] = field(default_factory=list)
 
 
 class SearchIndex(Protocol):
+    """Storage, which every index provides: writes and document status, BM25 / dense / exact-cosine
+    search scoped to a principal, chunk reads, stats. Reads that serve one consumer (the fact-check's,
+    linking's) are capabilities of their own, which an index may serve too:
+    :mod:`services.retrieval.capabilities`."""
+
     @property
     def dim(self) -> int:
         """Dimension of the stored vectors (read-only: a remote index asks its server once)."""
@@ -94,41 +79,6 @@ class SearchIndex(Protocol):
 
     def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
         """Exact cosine of ``vector`` with stored chunks (callers pass only ids they may read)."""
-        ...
-
-    def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
-        """Stored embeddings of chunks (what dense search compares): later stages reuse them."""
-        ...
-
-    def copy_cosines(
-        self,
-        cids: Sequence[int],
-        principal: Principal,
-        limit: int,
-        *,
-        expand: float = 0.0,
-        leads: float = 0.0,
-    ) -> dict[int, Copies]:
-        """For each chunk with a claim vector: the cosines between it and the claim vector of the
-        closest chunk of each *other* document ``principal`` may read, highest first, at most
-        ``limit``; with ``expand`` > 0, also the same cosines of each of those closest chunks that
-        lie at ``expand`` or above (``Copies.neighbors``); with ``leads`` > 0, the opening name of
-        each closest chunk at ``leads`` or above (``Copies.leads``). Chunks without a claim vector
-        are absent. Callers pass only ids they may read."""
-        ...
-
-    def named(
-        self,
-        texts: Sequence[str],
-        principal: Principal,
-        limit: int,
-        *,
-        filters: SearchFilters | None = None,
-    ) -> Hits:
-        """The first chunk of each document ``principal`` may read whose name (its title without a
-        trailing parenthetical, ``titles.name_key``) one of ``texts`` spells out, case-sensitive and on
-        whole words; in order of first mention, at most ``limit``, score 1.0 each. A page that names
-        another links to it: the link stream of hybrid search (docs/retrieval.md)."""
         ...
 
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]: ...

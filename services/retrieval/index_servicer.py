@@ -1,4 +1,5 @@
-"""``IndexService``: the ``SearchIndex`` protocol served over gRPC by the process that owns the index.
+"""``IndexService``: the ``SearchIndex`` protocol and its capabilities served over gRPC by the process
+that owns the index.
 
 The embedded index is single-process (it holds an exclusive lock), so the retrieval service opens it
 and every other process (the ingest service, tools) reaches it through :class:`RemoteIndex`. Index
@@ -17,7 +18,8 @@ from services.common import wire
 from services.common.errors import invalid
 from services.common.grpc_server import run_blocking
 from services.common.types import Principal, SearchFilters
-from services.retrieval.index import MAX_COPY_LIMIT, SearchIndex
+from services.retrieval.capabilities import MAX_COPY_LIMIT, check_reads, link_reads
+from services.retrieval.index import SearchIndex
 
 MAX_LIMIT = 100_000
 
@@ -159,7 +161,12 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         if limit == 0:
             return index_pb2.HitsResponse()
         hits = await run_blocking(
-            self.executor, self.index.named, list(request.texts), principal, limit, filters=filters
+            self.executor,
+            link_reads(self.index).named,
+            list(request.texts),
+            principal,
+            limit,
+            filters=filters,
         )
         return _hits(hits)
 
@@ -173,7 +180,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
     async def StoredVectors(
         self, request: index_pb2.ChunkIdsRequest, context: grpc.aio.ServicerContext
     ) -> index_pb2.StoredVectorsResponse:
-        stored = await run_blocking(self.executor, self.index.stored_vectors, list(request.cids))
+        stored = await run_blocking(self.executor, check_reads(self.index).stored_vectors, list(request.cids))
         return index_pb2.StoredVectorsResponse(
             vectors={k: wire.vector_to_bytes(v) for k, v in stored.items()}
         )
@@ -194,7 +201,9 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
                 )
         cosines = await run_blocking(
             self.executor,
-            functools.partial(self.index.copy_cosines, expand=request.expand, leads=request.leads),
+            functools.partial(
+                check_reads(self.index).copy_cosines, expand=request.expand, leads=request.leads
+            ),
             list(request.cids),
             principal,
             limit,

@@ -1,4 +1,5 @@
-"""``RemoteIndex``: the ``SearchIndex`` protocol as a gRPC client of the retrieval service.
+"""``RemoteIndex``: the ``SearchIndex`` protocol and its capabilities as a gRPC client of the retrieval
+service.
 
 Callers (the ingest service, tools) cannot tell it from the embedded index: the same contract suite
 runs against both, and a failure arrives as the same ``RampartError`` the local index raises
@@ -19,14 +20,16 @@ from services.common import wire
 from services.common.config import RemoteSettings
 from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
+from services.retrieval.capabilities import CheckReads, Copies, LinkReads
 from services.retrieval.doc_store import DocumentWrite
-from services.retrieval.index import Copies, Hits
+from services.retrieval.index import Hits
 
 INDEX_SERVICE = "rampart.retrieval.v1.IndexService"
 
 
-class RemoteIndex:
-    """A ``SearchIndex`` whose every method is one ``IndexService`` RPC."""
+class RemoteIndex(CheckReads, LinkReads):
+    """A ``SearchIndex`` (with the fact-check's and linking's reads) whose every method is one
+    ``IndexService`` RPC."""
 
     def __init__(
         self, channel: grpc.Channel, address: str, *, deadline_ms: int, write_deadline_ms: int

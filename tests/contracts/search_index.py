@@ -16,6 +16,7 @@ import pytest
 
 from services.common.errors import RampartError
 from services.common.types import Acl, Chunk, DocumentState, Principal, SearchFilters
+from services.retrieval.capabilities import CheckReads, LinkReads, check_reads, link_reads
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.index import SearchIndex
 
@@ -342,3 +343,10 @@ class SearchIndexContract:
         assert named_docs(ix, ["Old Name, New Name, Kept Name"]) == ["a"]
         ix2 = make_index()  # reopened
         assert named_docs(ix2, ["New Name"]) == ["a"]
+
+    def test_serves_the_fact_check_and_linking_reads(self, make_index: Callable[[], SearchIndex]) -> None:
+        """Each implementation declares both capabilities; the tests above of ``stored_vectors`` and
+        ``copy_cosines`` (CheckReads) and of ``named`` (LinkReads) run on each of them."""
+        ix = make_index()
+        assert isinstance(ix, CheckReads) and isinstance(ix, LinkReads)
+        assert check_reads(ix) is ix and link_reads(ix) is ix

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import RampartError
+from services.retrieval.capabilities import Copies
 from services.retrieval.config import IndexSettings
 from services.retrieval.embedded_index import EmbeddedIndex
-from services.retrieval.index import Copies, SearchIndex
+from services.retrieval.index import SearchIndex
 from tests.contracts.search_index import (
     ALICE,
     BOB,

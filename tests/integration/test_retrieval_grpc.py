@@ -28,12 +28,12 @@ from services.common.grpc_client import Caller, open_channel
 from services.common.grpc_server import GrpcServer, remaining_s, set_deadline
 from services.common.net import free_port
 from services.common.types import Acl, Chunk, FusionMethod, Principal, SearchFilters
+from services.retrieval.capabilities import Copies
 from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever, SearchParams
-from services.retrieval.index import Copies
 from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp

@@ -11,7 +11,7 @@ import pytest
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Chunk, ScoredChunk
-from services.factcheck.text import terms
+from services.common.words import terms
 from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.retriever import ChainRetriever, relevance, stand_apart
 from services.orchestrator.chain.subqueries import (

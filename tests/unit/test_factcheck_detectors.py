@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from services.common.subjects import subject_words
+from services.common.words import terms
 from services.factcheck.detectors.claims import claim_conflict, extract_claims
 from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
@@ -18,7 +19,6 @@ from services.factcheck.detectors.query_copy import detect_query_copy, longest_c
 from services.factcheck.detectors.source_trust import detect_untrusted
 from services.factcheck.detectors.stuffing import detect_stuffing
 from services.factcheck.evidence import strip_coverage
-from services.factcheck.text import terms
 
 ORDINARY = [
     "The company VPN gives you access to the internal wiki and the build farm. Open the client and "

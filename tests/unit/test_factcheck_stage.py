@@ -18,10 +18,11 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.types import Chunk, ScoredChunk
 from services.common.verdicts import Judgement, Verdict
 from services.factcheck.checker import CheckOutcome
-from services.factcheck.classifier import decide, relevance_probability
+from services.factcheck.classifier import decide
 from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import CheckInput, gather_evidence
 from services.factcheck.in_process import InProcessFactChecker
+from services.factcheck.rules.relevance import relevance_probability
 from services.factcheck.stage import FactCheckStage, to_input
 
 VOCAB = [

@@ -24,11 +24,11 @@ from services.common.types import (
     SearchFilters,
 )
 from services.common.verdicts import Judgement, Verdict
+from services.retrieval.capabilities import Copies
 from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds
 from services.retrieval.hybrid import SearchOutcome, SearchParams
-from services.retrieval.index import Copies
 
 CHUNK = Chunk(
     chunk_id="d1#0",

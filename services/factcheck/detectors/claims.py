@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from services.common.words import terms
 from services.factcheck.detectors import Signal
-from services.factcheck.text import sentences, terms
+from services.factcheck.text import sentences
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])[-+]?\d+(?:\.\d+)?")
 _NEGATION = re.compile(

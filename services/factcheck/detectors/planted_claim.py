@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from services.common.words import WORD, stem, words
 from services.factcheck.detectors import Signal
-from services.factcheck.text import WORD, stem, words
 
 
 def planted_claim(

@@ -8,8 +8,8 @@ is long enough (>= ``min_words``) for a copy to be deliberate rather than a comm
 
 from __future__ import annotations
 
+from services.common.words import words
 from services.factcheck.detectors import Signal
-from services.factcheck.text import words
 
 
 def longest_common_run(a: list[str], b: list[str]) -> tuple[int, int]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from services.common.words import terms
 from services.factcheck.detectors import Signal
-from services.factcheck.text import terms
 
 
 def detect_stuffing(query: str, text: str, *, min_terms: int = 30, natural_share: float = 0.12) -> Signal:

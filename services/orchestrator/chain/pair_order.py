@@ -45,7 +45,7 @@ import numpy.typing as npt
 from services.common.errors import ErrorCode, RampartError
 from services.common.titles import clean_title, names, spelled
 from services.common.types import ScoredChunk
-from services.factcheck.text import terms
+from services.common.words import terms
 from services.rerank.stage import RerankStage
 
 Array = npt.NDArray[np.float64]

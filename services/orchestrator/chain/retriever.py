@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from services.common.query_text import check_query, has_words
 from services.common.tracing import content_attributes, stage_span
 from services.common.types import ScoredChunk
-from services.factcheck.text import terms
+from services.common.words import terms
 from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.named_titles import linked_next, linked_second, named_first, named_pair
 from services.orchestrator.chain.subqueries import HeuristicProposer, Proposer, coverage, passage_text

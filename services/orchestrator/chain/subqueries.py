@@ -25,7 +25,8 @@ from services.common.llm_client import ChatClient, describe_failure, fence, firs
 from services.common.query_text import has_words
 from services.common.titles import clean_title
 from services.common.types import ScoredChunk
-from services.factcheck.text import STOP_WORDS, sentences, terms, words
+from services.common.words import STOP_WORDS, content_word, terms, words
+from services.factcheck.text import sentences
 from services.orchestrator.chain.config import ChainSettings
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def unresolved_words(question: str, evidence: Sequence[ScoredChunk]) -> list[str
     out: list[str] = []
     seen: set[str] = set()
     for w in words(question):
-        if w in STOP_WORDS or (len(w) < 2 and not w.isdigit()):
+        if not content_word(w):
             continue
         stem = terms(w)
         if not stem or stem[0] in covered or stem[0] in seen:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 
-from services.factcheck.text import STOP_WORDS
+from services.common.words import JOINED_WORD, STOP_WORDS
 
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,80})[\"”]")
 _YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
-_TOKEN = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*", re.UNICODE)
 # Lower-case words allowed inside a capitalised run ("Bank of England", "Kiss and Tell").
 _CONNECTIVES = frozenset({"of", "and", "the", "de", "la", "von", "van", "for", "in", "on", "&"})
 # Capitalised words that open questions or sentences without naming anything.
@@ -64,7 +63,7 @@ def mentions(text: str) -> list[str]:
 
     for q in _QUOTED.findall(text):
         add(q)
-    tokens = list(_TOKEN.finditer(text))
+    tokens = list(JOINED_WORD.finditer(text))
     i = 0
     while i < len(tokens):
         w = tokens[i].group()
@@ -101,6 +100,6 @@ def mentions(text: str) -> list[str]:
 
 def entity_key(mention: str) -> str:
     """Normalised key: lower case, content words only ("The Beatles" and "Beatles" meet)."""
-    words = [w.lower() for w in _TOKEN.findall(mention)]
+    words = [w.lower() for w in JOINED_WORD.findall(mention)]
     content = [w for w in words if w not in STOP_WORDS]
     return " ".join(content or words)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
-from services.factcheck.text import STOP_WORDS, WORD, terms
+from services.common.words import STOP_WORDS, WORD, terms
 from services.orchestrator.conversation.entities import entity_key, mentions
 from services.orchestrator.conversation.fact_graph import FactGraph
 

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.common.types import ScoredChunk
-from services.factcheck.classifier import relevance_probability
 from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import bounded_text, strip_coverage
+from services.factcheck.rules.relevance import relevance_probability
 from services.orchestrator.corrective.config import GradingSettings
 from services.orchestrator.corrective.evaluator import FEATURES, build_evaluator
 from services.orchestrator.plan import Grade

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.common.types import ScoredChunk
+from services.common.words import terms
 from services.factcheck.evidence import bounded_text
-from services.factcheck.text import sentences, terms
+from services.factcheck.text import sentences
 from services.orchestrator.corrective.config import GradingSettings
 from services.retrieval.embedder import Embedder
 

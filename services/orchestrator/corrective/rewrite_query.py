@@ -16,7 +16,7 @@ import logging
 from services.common.config import LlmSettings
 from services.common.llm_client import ChatClient, describe_failure, fence, first_json_object
 from services.common.query_text import has_words
-from services.factcheck.text import STOP_WORDS, WORD, words
+from services.common.words import WORD, content_word, words
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def rule_rewrite(query: str) -> str:
     kept: list[str] = []
     seen: set[str] = set()
     for word in words(text):
-        if word in STOP_WORDS or word in SCAFFOLDING or (len(word) < 2 and not word.isdigit()):
+        if not content_word(word) or word in SCAFFOLDING:
             continue
         if word not in seen:
             seen.add(word)

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import invalid
-from services.factcheck.text import terms, words
+from services.common.words import terms, words
 from services.retrieval.embedder import Embedder
 
 Vector = npt.NDArray[np.float32]

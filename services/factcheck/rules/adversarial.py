@@ -1,0 +1,150 @@
+"""Rule 1 of docs/factcheck.md ("The rules", 1): passages that are not evidence but an attack.
+
+ADVERSARIAL: text addressed to a model, one of a near-duplicate cluster, one with planted copies
+elsewhere in the corpus, the query pasted in, keyword stuffing; then, once the check has flagged
+members, a passage repeating their planted claim. COUNTERFACTUAL: a passage framing its own claim as
+contrary to fact. These come first, before relevance, and with an LLM judge too: a model reading
+hostile text is what the detectors protect. Untrusted sources face every content threshold times
+``untrusted_factor`` (:meth:`Check.factor`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from services.common.subjects import subject_context
+from services.common.verdicts import Verdict
+from services.factcheck.detectors.planted_claim import planted_claim as planted_claim_signal
+from services.factcheck.detectors.planted_copies import planted_copies as planted_copies_signal
+from services.factcheck.rules.check import Check, Ruling, term_set, word_count
+
+
+def injection(c: Check, k: int) -> Ruling | None:
+    """Text addressed to a model (override phrases, notes for AI assistants, chat markup, answer
+    steering; ``detectors/injection.py``): a retrieved passage that gives orders is an attack whatever
+    else it says. docs/factcheck.md, rule 1."""
+    s = c.evidence[k].signals
+    if s["injection"] > 0 and s["injection"] >= c.settings.injection_threshold * c.factor(k):
+        why = f"text addressed to a model — {c.evidence[k].notes['injection']}{c.trust_note(k)}"
+        return Ruling(Verdict.ADVERSARIAL, s["injection"], why)
+    return None
+
+
+def near_duplicate_cluster(c: Check, k: int) -> Ruling | None:
+    """One of a dense group of passages from ``duplicate_min_docs`` or more different documents
+    (TrustRAG's signal, ``detectors/near_duplicates.py``; the context peers count as members, and with
+    ``title_links`` two passages each about its own titled subject never count for each other):
+    independent documents rarely paraphrase one another that closely, planted ones do.
+    docs/factcheck.md, rule 1 ("near-duplicate cluster")."""
+    cluster = c.clusters[k]
+    if cluster.score > 0:
+        return Ruling(Verdict.ADVERSARIAL, cluster.score, cluster.evidence + c.trust_note(k), planted=True)
+    return None
+
+
+def planted_copies(c: Check, k: int) -> Ruling | None:
+    """``copy_min_docs`` other readable documents hold a chunk whose claim vector lies within
+    ``copy_threshold`` of this one's (the index's ``copy_cosines``), not counting copies that open with
+    another subject's name (``copy_subjects``) and, optionally, as a border member of such a group
+    (``copy_border_threshold``): PoisonedRAG's paraphrases vouch for each other even when only one
+    reaches the results. docs/factcheck.md, rule 1 ("planted copies")."""
+    item, s = c.items[k], c.settings
+    copies = planted_copies_signal(
+        item.copy_cosines,
+        threshold=s.copy_threshold,
+        min_copies=s.copy_min_docs,
+        neighbors=item.copy_neighbors,
+        border=s.copy_border_threshold,
+        slack=s.copy_border_slack,
+        leads=item.copy_leads,
+        words=subject_context(item.text, c.query) if s.copy_subjects and item.copy_leads else None,
+    )
+    if copies.score > 0:
+        why = f"planted copies — {copies.evidence}{c.trust_note(k)}"
+        return Ruling(Verdict.ADVERSARIAL, copies.score, why, planted=True)
+    return None
+
+
+def query_copy(c: Check, k: int) -> Ruling | None:
+    """The query pasted verbatim into the passage (PoisonedRAG's black-box trick, ``query_copy.py``):
+    text written to be retrieved for one question, not to inform. docs/factcheck.md, rule 1."""
+    s = c.evidence[k].signals
+    if s["query_copy"] > 0 and s["query_copy"] >= c.settings.query_copy_threshold * c.factor(k):
+        why = f"query pasted into the passage — {c.evidence[k].notes['query_copy']}{c.trust_note(k)}"
+        return Ruling(Verdict.ADVERSARIAL, s["query_copy"], why)
+    return None
+
+
+def stuffing(c: Check, k: int) -> Ruling | None:
+    """Keyword stuffing (``stuffing.py``): query terms repeated to climb the ranking.
+    docs/factcheck.md, rule 1."""
+    s = c.evidence[k].signals
+    if s["stuffing"] > 0 and s["stuffing"] >= c.settings.stuffing_threshold * c.factor(k):
+        why = f"keyword stuffing — {c.evidence[k].notes['stuffing']}{c.trust_note(k)}"
+        return Ruling(Verdict.ADVERSARIAL, s["stuffing"], why)
+    return None
+
+
+def framing(c: Check, k: int) -> Ruling | None:
+    """A passage framing its own claim as contrary to fact ("In an alternate universe, ...", "Contrary
+    to popular belief, ..."; ``framing``, ``detectors/framing.py``) is, by its own words, no evidence for
+    a factual answer: COUNTERFACTUAL, so the ``min_keep`` fallback may still return it, flagged.
+    Evidence from workers older than the detector lacks the signal. docs/factcheck.md, rule 1
+    ("Counterfactual framing")."""
+    ev = c.evidence[k]
+    if c.settings.framing and ev.signals.get("framing", 0.0) > 0:
+        why = f"frames its claim as contrary to fact — {ev.notes.get('framing', '')}"
+        return Ruling(Verdict.COUNTERFACTUAL, ev.signals["framing"], why)
+    return None
+
+
+def planted_claim(c: Check) -> None:
+    """Rule 1's group grows by claim: a standing passage that lies within ``claim_join_threshold`` of
+    ``claim_min_group`` flagged members and uses the words they share beyond the query's joins them
+    (``detectors/planted_claim.py``): all of them, or ``claim_share`` of them weighted by rarity in the
+    rest of the results when they are at most ``claim_max_words``. Embedding similarity cannot tell a
+    loose paraphrase from a genuine paragraph on the same subject; the planted answer they repeat can.
+
+    Only members that address this query count (strip coverage >= ``claim_group_coverage``): planted
+    text is written to be retrieved for it, while a template family the copies rule flagged on its own
+    (season pages) shares template words, not a claim. One pass over the members the per-passage rules
+    flagged: a joined passage recruits nobody, and one the LLM judge called RELEVANT is no longer
+    locked. Off without stored vectors or with ``claim_join_threshold`` 0. docs/factcheck.md, rule 1
+    ("planted claim")."""
+    s, sim = c.settings, c.sim
+    planted = [k for k, v in enumerate(c.verdicts) if v is not None and v.planted]
+    if not (planted and sim is not None and s.claim_join_threshold > 0):
+        return
+    asked = term_set(c.query)
+    members = [g for g in planted if c.evidence[g].signals.get("coverage", 0.0) >= s.claim_group_coverage]
+    seen: Counter[str] = Counter()
+    if members:
+        # the rest of the results: passages too far from the group to join it; what they say too is
+        # context the planted text wraps its claim in, not the claim
+        near = (sim[:, members] >= s.claim_join_threshold).sum(axis=1) >= s.claim_min_group
+        flagged = set(planted)
+        for x, passage in enumerate(c.passages):
+            if x not in flagged and not near[x]:
+                seen.update(term_set(passage.text))
+    for k in c.standing():
+        group = [
+            (float(sim[k, g]), term_set(c.passages[g].text), word_count(c.passages[g].text))
+            for g in members
+            if sim[k, g] >= s.claim_join_threshold
+            and c.passages[g].doc_id != c.passages[k].doc_id
+            and not (c.subjects is not None and c.subjects[k, g])
+        ]
+        claim = planted_claim_signal(
+            asked,
+            c.passages[k].text,
+            term_set(c.passages[k].text),
+            group,
+            min_group=s.claim_min_group,
+            length_ratio=s.claim_length_ratio,
+            min_share=s.claim_share,
+            seen=seen,
+            max_words=s.claim_max_words,
+        )
+        if claim.score > 0:
+            c.verdicts[k] = Ruling(Verdict.ADVERSARIAL, claim.score, f"planted claim — {claim.evidence}")
+            c.locked.discard(k)
