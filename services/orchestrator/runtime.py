@@ -1,9 +1,10 @@
 """Builds every embedded-mode dependency once, from settings, and hands them out.
 
 The gateway, the CLI and the evaluation harness all start from :meth:`Runtime.open`; nothing else
-constructs models or indexes. With ``remote.retrieval_address`` set (the distributed stack) the index
-and hybrid retrieval are the retrieval service's, reached over gRPC through the same protocols
-(:class:`SearchIndex`, :class:`Retriever`): nothing downstream can tell.
+constructs models or indexes. Each stage's backend comes from that stage's factory (``open_index``,
+``build_retriever``, ``build_reranker``, ``build_fact_checker``...): with ``remote.retrieval_address``
+set (the distributed stack) the index and hybrid retrieval are the retrieval service's, reached over
+gRPC through the same protocols (:class:`SearchIndex`, :class:`Retriever`): nothing downstream can tell.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from services.rerank.reranker import Reranker, build_reranker
 from services.rerank.score_cache import ScoreCache
 from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder, build_embedder
-from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import SearchIndex, open_index
-from services.retrieval.retriever import Retriever
+from services.retrieval.retriever import build_retriever
 
 if TYPE_CHECKING:
     from services.orchestrator.orchestrator import Orchestrator
@@ -65,7 +65,8 @@ class Runtime:
         embedder = embedder or build_embedder(settings)
         owns = reranker is None
         reranker = reranker if reranker is not None else build_reranker(settings)
-        index, retriever = _retrieval(settings, embedder)
+        index = open_index(settings, embedder.dim, embedder.model_id)
+        retriever = build_retriever(settings, index, embedder)
         ingest = IngestService.from_settings(index, embedder, settings)
         cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
         checker = build_fact_checker(settings, embedder)
@@ -98,19 +99,3 @@ class Runtime:
         self.search.retriever.close()
         if self.reranker is not None and self.owns_reranker:
             self.reranker.close()
-
-
-def _retrieval(settings: RampartSettings, embedder: Embedder) -> tuple[SearchIndex, Retriever]:
-    """The local index and hybrid retriever, or the retrieval service's behind gRPC clients."""
-    address = settings.remote.retrieval_address
-    if not address:
-        index = open_index(settings, embedder.dim, embedder.model_id)
-        return index, HybridRetriever(index, embedder)
-    from services.retrieval.remote_index import RemoteIndex
-    from services.retrieval.remote_retriever import RemoteRetriever
-
-    size = settings.retrieval_service.max_message_bytes
-    return (
-        RemoteIndex.connect(address, settings.remote, max_message_bytes=size),
-        RemoteRetriever.connect(address, settings.remote, max_message_bytes=size),
-    )

@@ -1,0 +1,84 @@
+"""One factory per stage: each picks the backend from settings, and it is the only place that does.
+
+The remote clients are lazy (no network until the first call), so building them needs no server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from services.common.settings import RampartSettings, RemoteSettings
+from services.retrieval.embedded_index import EmbeddedIndex
+from services.retrieval.hybrid import HybridRetriever
+from services.retrieval.index import open_index, open_stored_index
+from services.retrieval.remote_index import RemoteIndex
+from services.retrieval.remote_retriever import RemoteRetriever
+from services.retrieval.retriever import build_retriever
+
+pytestmark = pytest.mark.unit
+
+DIM = 8
+ADDRESS = "127.0.0.1:1"  # never dialled: the clients connect on their first call
+
+
+class FixedEmbedder:
+    """Enough of ``Embedder`` for the factories (they never embed)."""
+
+    model_id = "fixed"
+    dim = DIM
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        return np.zeros((len(texts), DIM), dtype=np.float32)
+
+
+def embedded(tmp_path: Path) -> RampartSettings:
+    return RampartSettings(data_dir=tmp_path / "data", models_dir=tmp_path / "models")
+
+
+def remote(tmp_path: Path) -> RampartSettings:
+    return embedded(tmp_path).model_copy(update={"remote": RemoteSettings(retrieval_address=ADDRESS)})
+
+
+def test_index_is_embedded_without_a_retrieval_address(tmp_path: Path) -> None:
+    index = open_index(embedded(tmp_path), DIM, "fixed")
+    try:
+        assert isinstance(index, EmbeddedIndex)
+        assert (tmp_path / "data" / "index").is_dir()
+    finally:
+        index.close()
+
+
+def test_index_is_the_retrieval_services_with_an_address(tmp_path: Path) -> None:
+    index = open_index(remote(tmp_path), DIM, "fixed")
+    try:
+        assert isinstance(index, RemoteIndex)
+        assert index.address == ADDRESS
+        assert not (tmp_path / "data" / "index").exists()  # nothing opened locally
+    finally:
+        index.close()
+
+
+def test_the_retrieval_service_stores_its_own_index_whatever_the_address(tmp_path: Path) -> None:
+    """The stack gives every program ``remote.retrieval_address``, the retrieval service included."""
+    index = open_stored_index(remote(tmp_path), DIM, "fixed")
+    try:
+        assert isinstance(index, EmbeddedIndex)
+    finally:
+        index.close()
+
+
+def test_retriever_follows_the_same_setting(tmp_path: Path) -> None:
+    settings = embedded(tmp_path)
+    index = open_index(settings, DIM, "fixed")
+    try:
+        assert isinstance(build_retriever(settings, index, FixedEmbedder()), HybridRetriever)
+        far = build_retriever(remote(tmp_path), index, FixedEmbedder())
+        assert isinstance(far, RemoteRetriever)
+        assert far.address == ADDRESS
+        far.close()
+    finally:
+        index.close()
