@@ -11,7 +11,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings, RemoteSettings
+from services.ingest.ingestor import LocalIngestor, build_ingestor
+from services.ingest.remote_ingest import RemoteIngest
+from services.ingest.service import IngestService
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import open_index, open_stored_index
@@ -82,3 +86,27 @@ def test_retriever_follows_the_same_setting(tmp_path: Path) -> None:
         far.close()
     finally:
         index.close()
+
+
+def test_ingestor_is_in_process_without_an_ingest_address(tmp_path: Path) -> None:
+    settings = embedded(tmp_path)
+    index = open_index(settings, DIM, "fixed")
+    try:
+        service = IngestService.from_settings(index, FixedEmbedder(), settings)
+        local = build_ingestor(settings, service)
+        assert isinstance(local, LocalIngestor)
+        assert local.service is service
+        far = settings.model_copy(update={"remote": RemoteSettings(ingest_address=ADDRESS)})
+        remote_ingest = build_ingestor(far, service)
+        assert isinstance(remote_ingest, RemoteIngest)
+        assert remote_ingest.address == ADDRESS
+        remote_ingest.close()
+    finally:
+        index.close()
+
+
+def test_ingestor_without_a_service_needs_the_address(tmp_path: Path) -> None:
+    with pytest.raises(RampartError) as err:
+        build_ingestor(embedded(tmp_path))
+    assert err.value.code is ErrorCode.FAILED_PRECONDITION
+    assert "RAMPART_REMOTE__INGEST_ADDRESS" in err.value.message
