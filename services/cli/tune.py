@@ -71,7 +71,7 @@ def tune_factcheck(
 ) -> None:
     """Grid-search the fact-check thresholds (near-duplicate cosine and size, strip coverage, relevance
     probability) and fit the reranker calibration, on dev attack sets; prints the settings to use."""
-    from services.evaluation.attack import attack_queries, load_attacks, poisoned_index
+    from services.evaluation.attack import attack_queries, load_attacks, poisoned_runtime
     from services.evaluation.beir import available_splits, load_beir
     from services.evaluation.factcheck_tune import (
         GRID,
@@ -83,11 +83,9 @@ def tune_factcheck(
         save_cases,
     )
     from services.evaluation.splits import select_queries
+    from services.orchestrator.runtime import Variant
     from services.rerank.reranker import build_reranker
-    from services.rerank.score_cache import ScoreCache
-    from services.rerank.stage import RerankStage
     from services.retrieval.embedder import build_embedder
-    from services.retrieval.hybrid import HybridRetriever
 
     settings = load_settings()
     # evidence is gathered once for the widest context window the grid tries
@@ -102,8 +100,9 @@ def tune_factcheck(
     wide = settings.model_copy(update={"factcheck": settings.factcheck.model_copy(update=gather)})
     try:
         embedder = build_embedder(settings)
-        reranker = build_reranker(settings) if settings.rerank.enabled else None
-        stage = RerankStage(reranker, ScoreCache(200_000))
+        reranker = build_reranker(settings) if settings.rerank.enabled else None  # one for every set
+        # retrieval and reranking as served; the fact-check's evidence is gathered by collect_cases
+        variant = Variant(rerank=reranker is not None, factcheck=False, rerank_cache=200_000)
         key = cases_key({"sets": sets, "clean_queries": clean_queries, "k": k}, wide)
         cached = load_cases(cases_file, key) if cases_file else None
         if cached is not None:
@@ -126,12 +125,21 @@ def tune_factcheck(
                         dataset, queries={q: t for q, t in dataset.queries.items() if q in keep}
                     )
                 cache = settings.data_dir / "eval-cache"
-                with poisoned_index(dataset, attacks, settings, embedder, cache, progress=progress) as index:
+                with poisoned_runtime(
+                    dataset,
+                    attacks,
+                    settings,
+                    cache,
+                    embedder=embedder,
+                    reranker=reranker,
+                    variant=variant,
+                    progress=progress,
+                ) as runtime:
                     queries = attack_queries(dataset, attacks, clean_queries)
                     cases += collect_cases(
                         queries,
-                        HybridRetriever(index, embedder),
-                        stage,
+                        runtime.search.retriever,
+                        runtime.search.rerank,
                         embedder,
                         wide,
                         k=k,

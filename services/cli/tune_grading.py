@@ -127,19 +127,17 @@ def report(cases: list[Case], g: GradingSettings) -> dict[str, Any]:
 
 def collect(settings: RampartSettings, specs: list[str], queries: int, k: int) -> list[Case]:
     from services.evaluation.beir import load_beir
-    from services.evaluation.runner import EVAL_PRINCIPAL, eval_index
+    from services.evaluation.runner import EVAL_PRINCIPAL, eval_runtime
     from services.evaluation.splits import select_queries
-    from services.orchestrator.search import SearchPipeline
+    from services.orchestrator.runtime import Variant
     from services.rerank.reranker import build_reranker
-    from services.rerank.score_cache import ScoreCache
-    from services.rerank.stage import RerankStage
     from services.retrieval.embedder import build_embedder
-    from services.retrieval.hybrid import HybridRetriever
 
     embedder = build_embedder(settings)
-    reranker = build_reranker(settings)
+    reranker = build_reranker(settings)  # one for every set
     if reranker is None:
         raise invalid("tuning the evaluator needs the reranker; run `rampart models build`")
+    searched = Variant(factcheck=False, rerank_cache=50_000)  # as the gateway searches, unchecked
     g = settings.grading
     calibration = settings.factcheck.calibration
     cases: list[Case] = []
@@ -153,13 +151,15 @@ def collect(settings: RampartSettings, specs: list[str], queries: int, k: int) -
                 judged = [q for q in dataset.queries if q in keep and any(dataset.qrels.get(q, {}).values())]
                 judged.sort(key=lambda q: hashlib.sha256(q.encode()).hexdigest())  # spread, not file order
                 chosen = judged[:queries]
-                with eval_index(dataset, settings, embedder, settings.data_dir / "eval-cache") as (index, _):
-                    pipeline = SearchPipeline(
-                        HybridRetriever(index, embedder),
-                        settings.fusion,
-                        RerankStage(reranker, ScoreCache(50_000)),
-                        settings.rerank,
-                    )
+                with eval_runtime(
+                    dataset,
+                    settings,
+                    settings.data_dir / "eval-cache",
+                    embedder=embedder,
+                    reranker=reranker,
+                    variant=searched,
+                ) as (runtime, _):
+                    pipeline = runtime.search
                     params = pipeline.params(top_k=max(settings.rerank.depth, 30))
                     for i, qid in enumerate(chosen, start=1):
                         query = dataset.queries[qid]
@@ -268,14 +268,11 @@ def tune_refinement(
     """Knowledge refinement on HotpotQA-500's train half: answer-string recall and characters of the
     refined strips vs the top results they came from, per lexical weight (docs/grading.md)."""
     from services.evaluation.beir import load_beir
-    from services.evaluation.runner import EVAL_PRINCIPAL, eval_index
+    from services.evaluation.runner import EVAL_PRINCIPAL, eval_runtime
     from services.evaluation.splits import select_queries
     from services.orchestrator.corrective.refine import KnowledgeRefiner
-    from services.orchestrator.search import SearchPipeline
-    from services.rerank.reranker import build_reranker
-    from services.rerank.stage import RerankStage
+    from services.orchestrator.runtime import Variant
     from services.retrieval.embedder import build_embedder
-    from services.retrieval.hybrid import HybridRetriever
 
     settings = load_settings()
     try:
@@ -296,20 +293,20 @@ def tune_refinement(
         half = select_queries(list(dataset.queries), query_half)  # type: ignore[arg-type]
         chosen = [q for q in half if answers.get(q)][:queries]
         embedder = build_embedder(settings)
-        reranker = build_reranker(settings)
         base = {"recall": 0, "chars": 0}
         per = {w: {"recall": 0, "chars": 0, "strips": 0} for w in grid}
         with (
             progress_bar() as bar,
-            eval_index(dataset, settings, embedder, settings.data_dir / "eval-cache") as (
-                index,
-                _,
-            ),
+            eval_runtime(
+                dataset,
+                settings,
+                settings.data_dir / "eval-cache",
+                embedder=embedder,
+                variant=Variant(factcheck=False, rerank_cache=0),  # searched as served, unchecked
+            ) as (runtime, _),
         ):
             progress = task_updater(bar)
-            pipeline = SearchPipeline(
-                HybridRetriever(index, embedder), settings.fusion, RerankStage(reranker), settings.rerank
-            )
+            pipeline = runtime.search
             params = pipeline.params(top_k=depth)
             refiners = {
                 w: KnowledgeRefiner(embedder, settings.grading.model_copy(update={"lexical_weight": w}))
@@ -329,8 +326,6 @@ def tune_refinement(
                     per[w]["strips"] += len(refined.strips)
                 if i % 10 == 0 or i == len(chosen):
                     progress("refine", i, len(chosen))
-        if reranker is not None:
-            reranker.close()
     except RampartError as exc:
         raise fail(exc) from exc
     n = len(chosen)

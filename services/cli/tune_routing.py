@@ -64,7 +64,8 @@ def collect(
     cache_dir: Path,
     progress: Any,
 ) -> dict[str, Candidates]:
-    from services.evaluation.runner import EVAL_PRINCIPAL, eval_index
+    from services.evaluation.runner import EVAL_PRINCIPAL, eval_runtime
+    from services.orchestrator.runtime import Variant
     from services.retrieval.hybrid import HybridRetriever, SearchParams
 
     params = SearchParams.from_settings(
@@ -75,8 +76,15 @@ def collect(
         fill_missing=True,
     )
     out_: dict[str, Candidates] = {}
-    with eval_index(dataset, settings, embedder, cache_dir, progress=progress) as (index, _):
-        retriever = HybridRetriever(index, embedder)
+    first_stage = Variant(rerank=False, factcheck=False)
+    with eval_runtime(
+        dataset, settings, cache_dir, embedder=embedder, variant=first_stage, progress=progress
+    ) as (runtime, _):
+        retriever = runtime.search.retriever
+        if not isinstance(retriever, HybridRetriever):  # an evaluation index is always this process's
+            raise TypeError(
+                f"tune routing re-fuses the in-process hybrid retriever's lists, not {retriever!r}"
+            )
         vectors = embedder.embed([dataset.queries[q] for q in query_ids])
         for i, qid in enumerate(query_ids):
             hits = retriever.search_with_vector(dataset.queries[qid], vectors[i], EVAL_PRINCIPAL, params).hits

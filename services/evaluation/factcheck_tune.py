@@ -30,7 +30,7 @@ from services.factcheck.evidence import EVIDENCE_VERSION, CheckInput, Evidence, 
 from services.factcheck.stage import FactCheckStage, to_input
 from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever
+from services.retrieval.retriever import Retriever
 
 GRID: dict[str, list[Any]] = {
     # grids 5 and 6 settled the cluster rule near these (docs/benchmarks.md)
@@ -99,7 +99,7 @@ class PrecomputedChecker:
 
 def collect_cases(
     queries: Sequence[Query],
-    retriever: HybridRetriever,
+    retriever: Retriever,
     rerank: RerankStage,
     embedder: Embedder,
     settings: RampartSettings,

@@ -16,6 +16,7 @@ from services.common.settings import RampartSettings, RemoteSettings
 from services.ingest.ingestor import LocalIngestor, build_ingestor
 from services.ingest.remote_ingest import RemoteIngest
 from services.ingest.service import IngestService
+from services.orchestrator.runtime import Runtime, Variant
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import open_index, open_stored_index
@@ -110,3 +111,32 @@ def test_ingestor_without_a_service_needs_the_address(tmp_path: Path) -> None:
         build_ingestor(embedded(tmp_path))
     assert err.value.code is ErrorCode.FAILED_PRECONDITION
     assert "RAMPART_REMOTE__INGEST_ADDRESS" in err.value.message
+
+
+def test_a_variant_changes_only_what_it_names(tmp_path: Path) -> None:
+    """Evaluation measures the served runtime: a variant moves the index into its own folder (never
+    the retrieval service's), may leave a stage out or resize the score cache, and touches nothing else."""
+    served = remote(tmp_path)
+    assert Variant().apply(served) == served
+    measured = Variant(data_dir=tmp_path / "cache", rerank=False, factcheck=False, rerank_cache=7).apply(
+        served
+    )
+    assert measured.data_dir == tmp_path / "cache"
+    assert measured.remote.retrieval_address is None
+    assert (measured.rerank.backend, measured.rerank.cache_size, measured.factcheck.backend) == (
+        "none",
+        7,
+        "none",
+    )
+    same = {"data_dir", "remote", "rerank", "factcheck"}
+    assert measured.model_dump(exclude=same) == served.model_dump(exclude=same)
+    assert measured.remote.model_dump(exclude={"retrieval_address"}) == served.remote.model_dump(
+        exclude={"retrieval_address"}
+    )
+
+
+def test_a_variant_without_reranking_takes_no_reranker(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="rerank=False"):
+        Runtime.open(
+            embedded(tmp_path), embedder=FixedEmbedder(), reranker=object(), variant=Variant(rerank=False)
+        )  # type: ignore[arg-type]
