@@ -432,8 +432,8 @@ def _search(
             return remote.search(query, top_k, fusion or None, tenant or None)
         finally:
             remote.close()
-    from services.gateway.schemas import to_search_response
     from services.orchestrator.runtime import Runtime
+    from services.orchestrator.serving.responses import to_search_response
 
     if not tenant:
         raise ValueError("--tenant is required when searching the local index (or use --url with an API key)")

@@ -22,16 +22,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.common import metrics as rampart_metrics
-from services.common import telemetry
-from services.common.errors import ErrorCode, RampartError
-from services.common.http_errors import error_response, invalid_request, routing_error_response
-from services.common.otel import current_trace_id, instrument_fastapi
-from services.common.types import DocumentStatus, Principal
-from services.gateway.api_keys import ApiKeyStore
-from services.gateway.backends import GatewayBackends
-from services.gateway.rate_limit import RateLimiter
-from services.gateway.schemas import (
+from services.api.schemas import (
     AnswerRequest,
     AnswerResponse,
     DeleteResponse,
@@ -43,6 +34,15 @@ from services.gateway.schemas import (
     SearchRequest,
     SearchResponse,
 )
+from services.common import metrics as rampart_metrics
+from services.common import telemetry
+from services.common.errors import ErrorCode, RampartError
+from services.common.http_errors import error_response, invalid_request, routing_error_response
+from services.common.otel import current_trace_id, instrument_fastapi
+from services.common.types import DocumentStatus, Principal
+from services.gateway.api_keys import ApiKeyStore
+from services.gateway.backends import GatewayBackends
+from services.gateway.rate_limit import RateLimiter
 from services.ingest.service import Outcome
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineSearchRequest

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from services.api.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.common.errors import ErrorCode, RampartError
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import trace_headers
 from services.common.settings import RampartSettings, RemoteSettings
-from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.ingest.ingestor import Ingestor, build_ingestor
 from services.orchestrator.serving.http_app import InProcessBackend, OrchestratorBackend
 from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
