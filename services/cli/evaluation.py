@@ -21,11 +21,11 @@ from services.cli.ui import (
     load_settings,
     out,
     progress_bar,
-    resolve_dataset,
     task_updater,
     write_json_report,
 )
 from services.common.errors import RampartError
+from services.evaluation.beir import resolve_dataset
 
 
 class DefaultSubcommand(TyperGroup):

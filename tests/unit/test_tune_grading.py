@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.cli.tune_grading import answer_hit, half_of, parse_set, thresholds
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
+from services.evaluation.grading_tune import answer_hit, half_of, parse_set, thresholds
 
 pytestmark = pytest.mark.unit
 
