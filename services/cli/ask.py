@@ -82,9 +82,9 @@ def _remote(
 
 
 def _local(question: str, tenant: str, user: str, groups: str, top_k: int) -> dict[str, Any]:
-    from services.gateway.schemas import to_adaptive, to_citations, to_hits
     from services.orchestrator.orchestrator import Ask
     from services.orchestrator.runtime import Runtime
+    from services.orchestrator.serving.responses import to_adaptive, to_citations, to_hits
 
     if not tenant:
         raise ValueError("--tenant is required when asking the local index (or use --url with an API key)")

@@ -18,12 +18,12 @@ from services.cli.ui import (
     out,
     print_error,
     progress_bar,
-    resolve_dataset,
     split_csv,
     task_updater,
     write_json_report,
 )
 from services.common.errors import RampartError
+from services.evaluation.beir import resolve_dataset
 
 bench_app = typer.Typer(help="Benchmarks: search pipeline, reranker backends.", no_args_is_help=True)
 
@@ -94,73 +94,25 @@ def bench_rerank(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows as JSON here")] = None,
 ) -> None:
     """pairs/s and p50/p95 per call: PyTorch vs ONNX fp32 vs int8 in-process, and Triton (gRPC) vs in-process."""
-    import tempfile
-
-    from services.common.net import free_port
-    from services.evaluation.rerank_bench import ScoreFn, ratios, run_rerank_bench, torch_scorer
-    from services.rerank.config import TritonSettings
-    from services.rerank.onnx_reranker import OnnxReranker, load_manifest
-    from services.rerank.triton_repository import materialize
-    from services.rerank.triton_reranker import TritonReranker
-    from services.rerank.triton_server import TritonServer
+    from services.evaluation.rerank_bench import bench_served_backends, ratios
 
     settings = load_settings()
-    model_dir = settings.reranker_model_dir()
     sizes = [int(b) for b in split_csv(batches)]
-    # in-process and Triton run the same scoring code with the same thread layout: the ratio compares
-    # the serving paths, not two layouts
-    threads = settings.rerank.threads if threads is None else threads
-    parallel = settings.rerank.parallel if parallel is None else parallel
+    local = f"onnx-{settings.rerank.variant}"
     try:
-        manifest = load_manifest(model_dir)
-        backends: dict[str, ScoreFn] = {}
-        if torch_model is not None:
-            backends["torch-fp32"] = torch_scorer(torch_model, tokens)
-        for variant in ("fp32", "int8"):
-            if variant in manifest["variants"]:
-                backends[f"onnx-{variant}"] = OnnxReranker.from_dir(
-                    model_dir, variant=variant, max_length=tokens, threads=threads, parallel=parallel
-                ).score
-        concurrency: dict[str, tuple[int, ...]] = {name: (1,) for name in backends}
-        local = f"onnx-{settings.rerank.variant}"
-        concurrency[local] = (1, 16)
-        with tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp:
-            server = None
-            if triton:
-                repo = materialize(
-                    model_dir,
-                    Path(tmp) / "repo",
-                    variant=settings.rerank.variant,
-                    max_length=tokens,
-                    instances=triton_instances,
-                    threads=threads,
-                    parallel=parallel,
-                )
-                server = TritonServer(
-                    venv=settings.rerank.triton.venv,
-                    repository=repo,
-                    work_dir=Path(tmp) / "triton",
-                    grpc_port=free_port(),
-                    http_port=free_port(),
-                    metrics_port=free_port(),
-                ).start()
-            try:
-                if server is not None:
-                    cfg = TritonSettings(url=server.grpc_url, deadline_ms=120_000, batch_size=max(sizes))
-                    backends["triton"] = TritonReranker.connect(cfg).score
-                    concurrency["triton"] = (1, 16)
-                with progress_bar() as bar:
-                    rows = run_rerank_bench(
-                        backends,
-                        batches=sizes,
-                        tokens=tokens,
-                        concurrency=concurrency,
-                        min_pairs=pairs,
-                        progress=task_updater(bar),
-                    )
-            finally:
-                if server is not None:
-                    server.stop()
+        with progress_bar() as bar:
+            manifest, rows = bench_served_backends(
+                settings,
+                batches=sizes,
+                tokens=tokens,
+                min_pairs=pairs,
+                torch_model=torch_model,
+                triton=triton,
+                triton_instances=triton_instances,
+                threads=settings.rerank.threads if threads is None else threads,
+                parallel=settings.rerank.parallel if parallel is None else parallel,
+                progress=task_updater(bar),
+            )
     except RampartError as exc:
         raise fail(exc) from exc
     table = Table(

@@ -21,11 +21,11 @@ from services.cli.ui import (
     load_settings,
     out,
     progress_bar,
-    resolve_dataset,
     task_updater,
     write_json_report,
 )
 from services.common.errors import RampartError
+from services.evaluation.beir import resolve_dataset
 
 
 class DefaultSubcommand(TyperGroup):
@@ -81,22 +81,17 @@ def attack(
     (--routed) poison and Recall@10 in the adaptive pipeline's final top-k."""
     from dataclasses import replace
 
-    from services.evaluation.attack import load_attacks, poisoned_index, run_attack, run_attack_routed
+    from services.evaluation.attack import load_attacks, poisoned_runtime, run_attack, run_attack_routed
     from services.evaluation.beir import load_beir
     from services.evaluation.splits import select_queries
-    from services.factcheck.checker import build_fact_checker
-    from services.factcheck.stage import FactCheckStage
-    from services.orchestrator.assemble import build_orchestrator
-    from services.orchestrator.search import SearchPipeline
-    from services.rerank.reranker import build_reranker
-    from services.rerank.score_cache import ScoreCache
-    from services.rerank.stage import RerankStage
+    from services.orchestrator.runtime import Variant
     from services.retrieval.embedder import build_embedder
-    from services.retrieval.hybrid import HybridRetriever
 
     settings = load_settings()
     if query_split not in ("all", "train", "heldout"):
         raise typer.BadParameter(f"--query-split {query_split!r}: use all, train or heldout")
+    if settings.factcheck.backend == "none":
+        raise typer.BadParameter("factcheck.backend is none; nothing to measure")
     try:
         dataset = load_beir(resolve_dataset(corpus_dir, settings), split)
         attacks = load_attacks(attacks_json)
@@ -105,64 +100,39 @@ def attack(
             attacks = [a for a in attacks if a.qid in keep]
             dataset = replace(dataset, queries={q: t for q, t in dataset.queries.items() if q in keep})
         embedder = build_embedder(settings.embedding, settings.models_dir)
-        reranker = build_reranker(settings.rerank, settings.models_dir) if settings.rerank.enabled else None
-        checker = build_fact_checker(
-            settings.factcheck, embedder, llm=settings.llm, models_dir=settings.models_dir
-        )
-        if checker is None:
-            raise typer.BadParameter("factcheck.backend is none; nothing to measure")
-        try:
-            with progress_bar() as bar:
-                progress = task_updater(bar)
-                with poisoned_index(
+        with progress_bar() as bar:
+            progress = task_updater(bar)
+            with poisoned_runtime(
+                dataset,
+                attacks,
+                settings,
+                cache_dir or settings.data_dir / "eval-cache",
+                embedder=embedder,
+                # the stages as the gateway runs them, reranking only when settings enable it
+                variant=Variant(rerank=settings.rerank.enabled, rerank_cache=100_000),
+                progress=progress,
+            ) as runtime:
+                reranker, checker = runtime.reranker, runtime.fact_checker
+                figures = run_attack(
                     dataset,
                     attacks,
+                    runtime.search.retriever,
+                    runtime.search.rerank,
+                    runtime.search.factcheck,
                     settings,
-                    embedder,
-                    cache_dir or settings.data_dir / "eval-cache",
+                    k=k,
+                    clean_limit=clean_queries,
                     progress=progress,
-                ) as index:
-                    retriever = HybridRetriever(index, embedder)
-                    stage = RerankStage(reranker, ScoreCache(100_000))
-                    figures = run_attack(
+                )
+                if routed:
+                    figures |= run_attack_routed(
                         dataset,
                         attacks,
-                        retriever,
-                        stage,
-                        FactCheckStage(checker),
-                        settings,
+                        runtime.orchestrator,
                         k=k,
                         clean_limit=clean_queries,
                         progress=progress,
                     )
-                    if routed:
-                        orchestrator = build_orchestrator(
-                            settings,
-                            SearchPipeline(
-                                retriever,
-                                settings.fusion,
-                                stage,
-                                settings.rerank,
-                                FactCheckStage(checker),
-                                settings.factcheck,
-                            ),
-                            embedder,
-                        )
-                        try:
-                            figures |= run_attack_routed(
-                                dataset,
-                                attacks,
-                                orchestrator,
-                                k=k,
-                                clean_limit=clean_queries,
-                                progress=progress,
-                            )
-                        finally:
-                            orchestrator.close()
-        finally:
-            checker.close()
-            if reranker is not None:
-                reranker.close()
     except RampartError as exc:
         raise fail(exc) from exc
     report: dict[str, Any] = {
@@ -171,7 +141,7 @@ def attack(
         "attacks": str(attacks_json),
         "query_split": query_split,
         "reranker": reranker.model_id if reranker else None,
-        "fact_checker": checker.model_id,
+        "fact_checker": checker.model_id if checker else None,
         "factcheck": settings.factcheck.model_dump(mode="json", exclude={"celery"}),
         **figures,
     }

@@ -29,7 +29,6 @@ from services.cli.ui import (
     out,
     print_error,
     progress_bar,
-    resolve_dataset,
     server_hint,
     split_csv,
     task_updater,
@@ -39,6 +38,7 @@ from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal
 from services.common.verdicts import Verdict
+from services.evaluation.beir import resolve_dataset
 
 if TYPE_CHECKING:
     from services.ingest.service import IngestResult
@@ -432,8 +432,8 @@ def _search(
             return remote.search(query, top_k, fusion or None, tenant or None)
         finally:
             remote.close()
-    from services.gateway.schemas import to_search_response
     from services.orchestrator.runtime import Runtime
+    from services.orchestrator.serving.responses import to_search_response
 
     if not tenant:
         raise ValueError("--tenant is required when searching the local index (or use --url with an API key)")
@@ -482,8 +482,8 @@ def evaluate(
 
     from services.evaluation.beir import load_beir
     from services.evaluation.report import EvalReport, plot_bars, render_table, write_json
-    from services.evaluation.runner import CHAIN_HOP_DEFAULT, PipelineSpec, evaluate_pipelines
-    from services.evaluation.significance import compare_pipelines
+    from services.evaluation.runner import PipelineSpec, evaluate_pipelines
+    from services.evaluation.significance import standard_comparisons
     from services.rerank.reranker import build_reranker
     from services.retrieval.embedder import build_embedder
 
@@ -516,26 +516,7 @@ def evaluate(
             )
     except RampartError as exc:
         raise fail(exc) from exc
-    significance = []
-    for base in ("bm25", "dense"):
-        if base in per_query and len(per_query) > 1:
-            significance += [
-                r
-                for r in compare_pipelines(per_query, base)
-                if r.candidate.startswith("hybrid") and "+" not in r.candidate
-            ]
-    for first in {s.name.split("+")[0] for s in specs if s.rerank}:
-        if first in per_query:
-            significance += [
-                r for r in compare_pipelines(per_query, first) if r.candidate.startswith(first + "+")
-            ]
-    chain_hops = {s.name: s.name.partition("@")[2] or CHAIN_HOP_DEFAULT for s in specs if s.chain_beams}
-    for hop in set(chain_hops.values()) & set(per_query):  # chains vs single-shot with their hop search
-        significance += [
-            r
-            for r in compare_pipelines(per_query, hop, metric="all_supporting@2")
-            if chain_hops.get(r.candidate) == hop
-        ]
+    significance = standard_comparisons(per_query, specs)
     report = EvalReport(
         significance=significance,
         corpus_sha256=dataset.content_hash(),

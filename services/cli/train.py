@@ -9,7 +9,6 @@ import typer
 
 from services.cli.ui import console, fail, invocation, load_settings, progress_bar, split_csv, task_updater
 from services.common.errors import RampartError
-from services.common.settings import RampartSettings
 
 train_app = typer.Typer(help="Train Rampart's models from the training splits in RAMPART_EVAL_DATA_DIR.")
 
@@ -313,36 +312,16 @@ def train_pairs_cmd(
     """Fit the evidence-pair model on what the routed pipeline verifies for the training questions
     (docs/chain.md "Evidence pairs"); serve it with RAMPART_CHAIN__PAIR_MODEL_DIR=<out>. About as long
     as `rampart eval … --pipelines routed` on the same questions (~5 min for HotpotQA's train half)."""
-    from dataclasses import replace
-    from datetime import UTC, datetime
-    from typing import Any
-
-    from services.cli.ui import resolve_dataset
-    from services.evaluation.beir import load_beir
+    from services.evaluation.beir import load_beir, resolve_dataset
     from services.evaluation.pair_data import collect_examples
-    from services.models.pair_train import (
-        PairTrainConfig,
-        all_supporting,
-        card,
-        cross_validate,
-        featurise,
-        fit_pairs,
-    )
+    from services.models.pair_pipeline import fit_and_save, with_pair
+    from services.models.pair_train import PairTrainConfig
     from services.orchestrator.chain.pair_order import CARD_FILE
-    from services.rerank.onnx_reranker import load_manifest
     from services.rerank.reranker import build_reranker
     from services.retrieval.embedder import build_embedder
 
     if query_split not in ("all", "train"):
         raise typer.BadParameter(f"--query-split {query_split!r}: use train or all (never fit on heldout)")
-
-    def reranker_half(s: RampartSettings) -> str | None:
-        """The HotpotQA half the reranker was trained on, as its manifest says (None: not recorded)."""
-        if s.rerank.backend != "onnx":
-            return None
-        half = load_manifest(s.reranker_model_dir()).get("hotpotqa_half")
-        return None if half is None else str(half)
-
     try:
         lams = tuple(float(x) for x in split_csv(cv_lams))
     except ValueError:
@@ -370,33 +349,26 @@ def train_pairs_cmd(
                 cache_dir or settings.data_dir / "eval-cache",
                 progress=task_updater(bar),
             )
-        rows = featurise(examples)
-        with_pair = sum(r.target is not None for r in rows)
-        if with_pair < folds:
+        paired = with_pair(examples)
+        if paired < folds:
             raise typer.BadParameter(
-                f"only {with_pair} questions hold both supporting documents in their head; a pair model "
+                f"only {paired} questions hold both supporting documents in their head; a pair model "
                 f"needs at least {folds} (use a multi-hop set with qrels, e.g. hotpotqa_dev500)"
             )
-        by_lam = {f"{x:g}": cross_validate(rows, replace(cfg, lam=x)) for x in lams}
-        summary: dict[str, Any] = {
-            "model_id": model_id,
-            "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": invocation(ctx),
-            "dataset": dataset.name,
-            "split": dataset.split,
-            "counts": counts,
-            "examples": len(rows),
-            "with_pair": with_pair,
-            "lam": lam,
-            "pair_depth": settings.chain.pair_depth,
-            "reranker": {"model_id": reranker.model_id, "hotpotqa_half": reranker_half(settings)},
-            "cross_validation": {"folds": folds, "served": all_supporting(rows, None), "by_lam": by_lam},
-        }
-        model = fit_pairs(rows, lam)
-        model.save(out_dir, summary)
-        (out_dir / CARD_FILE).write_text(card(model, summary), encoding="utf-8")
+        summary = fit_and_save(
+            examples,
+            counts,
+            cfg,
+            settings=settings,
+            dataset=dataset,
+            reranker_id=reranker.model_id,
+            out_dir=out_dir,
+            model_id=model_id,
+            command=invocation(ctx),
+        )
     except RampartError as exc:
         raise fail(exc) from exc
-    for name, figures in [("as served", summary["cross_validation"]["served"]), *by_lam.items()]:
+    cv = summary["cross_validation"]
+    for name, figures in [("as served", cv["served"]), *cv["by_lam"].items()]:
         console.print(f"• {name if name == 'as served' else f'lam {name}'}: {figures}")
     console.print(f"[green]done[/green] {out_dir} (model card: {out_dir / CARD_FILE})")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,24 +17,13 @@ from services.cli.ui import (
     load_settings,
     out,
     progress_bar,
-    resolve_dataset,
     task_updater,
     write_json_report,
 )
-from services.common.errors import RampartError, invalid
+from services.common.errors import RampartError
 
 tune_app = typer.Typer(help="Tune settings on dev data.", no_args_is_help=True)
 tune_app.command("routing")(tune_routing)
-
-
-def _parse_set(spec: str) -> tuple[str, str, str]:
-    parts = spec.split("::")
-    if len(parts) not in (2, 3):
-        raise invalid(f"--set {spec!r}: write CORPUS_DIR::ATTACKS_JSON or CORPUS_DIR::ATTACKS_JSON::train")
-    query_split = parts[2] if len(parts) == 3 else "all"
-    if query_split not in ("all", "train", "heldout"):
-        raise invalid(f"--set {spec!r}: the query split must be all, train or heldout")
-    return parts[0], parts[1], query_split
 
 
 @tune_app.command("factcheck")
@@ -71,87 +59,25 @@ def tune_factcheck(
 ) -> None:
     """Grid-search the fact-check thresholds (near-duplicate cosine and size, strip coverage, relevance
     probability) and fit the reranker calibration, on dev attack sets; prints the settings to use."""
-    from services.evaluation.attack import attack_queries, load_attacks, poisoned_index
-    from services.evaluation.beir import available_splits, load_beir
-    from services.evaluation.factcheck_tune import (
-        GRID,
-        cases_key,
-        collect_cases,
-        fit_calibration,
-        grid_search,
-        load_cases,
-        save_cases,
-    )
-    from services.evaluation.splits import select_queries
-    from services.rerank.reranker import build_reranker
-    from services.rerank.score_cache import ScoreCache
-    from services.rerank.stage import RerankStage
-    from services.retrieval.embedder import build_embedder
-    from services.retrieval.hybrid import HybridRetriever
+    from services.evaluation.factcheck_tune import tune_factcheck as grid_search
 
     settings = load_settings()
-    # evidence is gathered once for the widest context window the grid tries
-    # (and with the near-copies of every border the grid tries)
-    widest = max([settings.factcheck.context_depth, *GRID["context_depth"]])
-    borders = [b for b in [settings.factcheck.copy_border_threshold, *GRID["copy_border_threshold"]] if b > 0]
-    gather = {
-        "context_depth": widest,
-        "copy_min_docs": max([settings.factcheck.copy_min_docs, *GRID["copy_min_docs"]]),
-        "copy_border_threshold": min(borders, default=0.0),
-    }
-    wide = settings.model_copy(update={"factcheck": settings.factcheck.model_copy(update=gather)})
     try:
-        embedder = build_embedder(settings.embedding, settings.models_dir)
-        reranker = build_reranker(settings.rerank, settings.models_dir) if settings.rerank.enabled else None
-        stage = RerankStage(reranker, ScoreCache(200_000))
-        key = cases_key({"sets": sets, "clean_queries": clean_queries, "k": k}, wide)
-        cached = load_cases(cases_file, key) if cases_file else None
-        if cached is not None:
-            console.print(f"reusing {len(cached)} collected queries from {cases_file}")
-        cases = cached or []
         with progress_bar() as bar:
-            progress = task_updater(bar)
-            for spec in [] if cached is not None else sets:
-                corpus, attacks_path, query_split = _parse_set(spec)
-                root = resolve_dataset(Path(corpus), settings)
-                splits = available_splits(root)
-                if len(splits) != 1 and query_split != "train":
-                    raise invalid(f"{root} has qrels splits {splits}: tune on one split only, or on ::train")
-                dataset = load_beir(root, splits[0])
-                attacks = load_attacks(Path(attacks_path))
-                if query_split != "all":
-                    keep = set(select_queries([a.qid for a in attacks] + list(dataset.queries), query_split))  # type: ignore[arg-type]
-                    attacks = [a for a in attacks if a.qid in keep]
-                    dataset = replace(
-                        dataset, queries={q: t for q, t in dataset.queries.items() if q in keep}
-                    )
-                cache = settings.data_dir / "eval-cache"
-                with poisoned_index(dataset, attacks, settings, embedder, cache, progress=progress) as index:
-                    queries = attack_queries(dataset, attacks, clean_queries)
-                    cases += collect_cases(
-                        queries,
-                        HybridRetriever(index, embedder),
-                        stage,
-                        embedder,
-                        wide,
-                        k=k,
-                        progress=progress,
-                    )
-        if cases_file and cached is None:
-            save_cases(cases_file, key, cases)
-        calibration = fit_calibration(cases, settings.factcheck.depth)
-        tuned = settings.model_copy(
-            update={"factcheck": settings.factcheck.model_copy(update={"calibration": calibration})}
-        )
-        best, rows = grid_search(
-            cases,
-            tuned,
-            k=k,
-            max_recall_loss=max_recall_loss,
-            max_attacked_recall_loss=max_attacked_recall_loss,
-        )
+            tuned = grid_search(
+                settings,
+                sets,
+                clean_queries=clean_queries,
+                k=k,
+                max_recall_loss=max_recall_loss,
+                max_attacked_recall_loss=max_attacked_recall_loss,
+                cases_file=cases_file,
+                say=console.print,
+                progress=task_updater(bar),
+            )
     except RampartError as exc:
         raise fail(exc) from exc
+    cases, calibration, best, rows = tuned.cases, tuned.calibration, tuned.best, tuned.rows
     rows.sort(key=lambda r: (r["poison_in_context"], r["clean_recall_loss"]))
     table = Table(title=f"fact-check grid on {len(cases)} dev queries (best 12 of {len(rows)})")
     for col in rows[0]:

@@ -81,15 +81,6 @@ def task_updater(bar: Progress) -> Callable[[str, int, int], None]:
     return update
 
 
-def resolve_dataset(path: Path, settings: RampartSettings) -> Path:
-    """A path as given, else a name under RAMPART_EVAL_DATA_DIR; a ``beir/`` subfolder is used if present."""
-    candidates = [path] if path.exists() else [settings.eval_data_dir / path]
-    for c in candidates:
-        if not (c / "corpus.jsonl").exists() and (c / "beir" / "corpus.jsonl").exists():
-            return c / "beir"
-    return candidates[0]
-
-
 def invocation(ctx: typer.Context) -> str:
     """The full command line of this invocation with every option spelled out (for model cards): it
     reproduces the run even when defaults change later."""

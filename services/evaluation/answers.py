@@ -138,38 +138,20 @@ def run_answer_eval(
     limit: int | None = None,
     progress: Progress | None = None,
 ) -> dict[str, object]:
-    """Index the set (cached under ``<data_dir>/eval-cache``), build the full adaptive pipeline on it
-    as ``Runtime.open`` does, and score the answers."""
-    from services.evaluation.runner import eval_index, served_pipeline
-    from services.orchestrator.assemble import build_orchestrator
-    from services.rerank.reranker import build_reranker
-    from services.rerank.score_cache import ScoreCache
-    from services.rerank.stage import RerankStage
+    """Index the set (cached under ``<data_dir>/eval-cache``) and score the answers of the full
+    adaptive pipeline on it: the runtime's, as ``rampart serve`` builds it."""
+    from services.evaluation.runner import eval_runtime
     from services.retrieval.embedder import build_embedder
-    from services.retrieval.hybrid import HybridRetriever
 
     dataset, answers = answer_set(name, settings, split)
-    embedder = build_embedder(settings.embedding, settings.models_dir)
-    reranker = build_reranker(settings.rerank, settings.models_dir)
-    try:
-        with eval_index(dataset, settings, embedder, settings.data_dir / "eval-cache", progress=progress) as (
-            index,
-            _,
-        ):
-            cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
-            pipeline = served_pipeline(
-                HybridRetriever(index, embedder), RerankStage(reranker, cache), settings
-            )
-            orchestrator = build_orchestrator(settings, pipeline, embedder)
-            try:
-                report = evaluate_answers(orchestrator, dataset, answers, limit=limit, progress=progress)
-            finally:
-                orchestrator.close()
-                if pipeline.factcheck.checker is not None:
-                    pipeline.factcheck.checker.close()
-    finally:
-        if reranker is not None:
-            reranker.close()
+    with eval_runtime(
+        dataset,
+        settings,
+        settings.data_dir / "eval-cache",
+        embedder=build_embedder(settings.embedding, settings.models_dir),
+        progress=progress,
+    ) as (runtime, _):
+        report = evaluate_answers(runtime.orchestrator, dataset, answers, limit=limit, progress=progress)
     report["set"] = name
     report["split"] = split
     return report

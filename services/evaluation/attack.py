@@ -29,14 +29,16 @@ from services.common.types import Acl, Document, ScoredChunk
 from services.common.verdicts import Verdict
 from services.evaluation.beir import BeirDataset
 from services.evaluation.metrics import nearest_rank
-from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress, eval_index, index_cache_key
+from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress, eval_runtime, index_cache_key
 from services.factcheck.stage import FactCheckStage
-from services.ingest.service import IngestService, Outcome
+from services.ingest.service import Outcome
 from services.orchestrator.orchestrator import Ask, Orchestrator
+from services.orchestrator.runtime import Runtime, Variant
+from services.rerank.reranker import Reranker
 from services.rerank.stage import RerankStage
-from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.hybrid import SearchParams
+from services.retrieval.retriever import Retriever
 
 POISON_PREFIX = "poison-"
 CORRUPT = (Verdict.ADVERSARIAL, Verdict.COUNTERFACTUAL)
@@ -106,52 +108,42 @@ def poison_documents(attacks: Sequence[AttackQuestion], source: str) -> list[Doc
 
 
 @contextmanager
-def poisoned_index(
+def poisoned_runtime(
     dataset: BeirDataset,
     attacks: Sequence[AttackQuestion],
     settings: RampartSettings,
-    embedder: Embedder,
     cache_root: Path,
     *,
+    embedder: Embedder,
+    reranker: Reranker | None = None,
+    variant: Variant | None = None,
     progress: Progress | None = None,
-) -> Iterator[EmbeddedIndex]:
-    """The clean cached index plus the poison, itself cached by (clean index, attack texts)."""
+) -> Iterator[Runtime]:
+    """The runtime (``variant``) over the clean cached index plus the poison, itself cached by (clean
+    index, attack texts); ``reranker`` shares a loaded one."""
     docs = poison_documents(attacks, source=dataset.name)
     h = hashlib.sha256("\n".join(d.text or "" for d in docs).encode()).hexdigest()[:12]
     root = cache_root / f"{index_cache_key(dataset, settings, embedder)}-poison-{h}"
+    bare = Variant(rerank=False, factcheck=False)  # building loads no more than ingest needs
     if not (root / "READY").exists():
-        with eval_index(dataset, settings, embedder, cache_root, progress=progress):
+        with eval_runtime(dataset, settings, cache_root, embedder=embedder, variant=bare, progress=progress):
             pass  # build (or find) the clean index first
         clean = cache_root / index_cache_key(dataset, settings, embedder) / "index"
         if root.exists():
             shutil.rmtree(root)
         shutil.copytree(clean, root / "index")
-        index = EmbeddedIndex.open(
-            root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
-        )
-        try:
-            results = IngestService.from_settings(
-                index,
-                embedder,
-                settings.chunking,
-                max_document_bytes=settings.gateway.max_document_bytes,
-                claim_vectors=settings.index.claim_vectors,
-            ).ingest(docs)
+        with Runtime.open(settings, embedder=embedder, variant=replace(bare, data_dir=root)) as planting:
+            results = planting.ingest.ingest(docs)
             bad = [r for r in results if r.outcome not in (Outcome.INDEXED, Outcome.UNCHANGED)]
             if bad:
                 raise RampartError(
                     ErrorCode.INTERNAL, f"{len(bad)} poison passages failed to index: {bad[0]}"
                 )
-        finally:
-            index.close()
         (root / "READY").write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
-    index = EmbeddedIndex.open(
-        root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
-    )
-    try:
-        yield index
-    finally:
-        index.close()
+    with Runtime.open(
+        settings, embedder=embedder, reranker=reranker, variant=replace(variant or Variant(), data_dir=root)
+    ) as runtime:
+        yield runtime
 
 
 @dataclass
@@ -203,7 +195,7 @@ def attack_queries(
 
 
 def first_stages(
-    q: Query, retriever: HybridRetriever, rerank: RerankStage, settings: RampartSettings, *, k: int
+    q: Query, retriever: Retriever, rerank: RerankStage, settings: RampartSettings, *, k: int
 ) -> tuple[Trace, list[ScoredChunk]]:
     """Hybrid retrieval then rerank (same stage objects and options as SearchPipeline); what is
     handed to fact-check (the top-M, then its context peers down to ``context_depth``) is returned
@@ -310,7 +302,7 @@ def summarize(traces: Sequence[Trace], *, k: int, m: int) -> dict[str, Any]:
 def run_attack(
     dataset: BeirDataset,
     attacks: Sequence[AttackQuestion],
-    retriever: HybridRetriever,
+    retriever: Retriever,
     rerank: RerankStage,
     factcheck: FactCheckStage,
     settings: RampartSettings,

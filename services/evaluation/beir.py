@@ -21,12 +21,15 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from services.common.errors import invalid
 from services.evaluation.splits import QuerySplit, select_queries
+
+if TYPE_CHECKING:
+    from services.common.settings import RampartSettings
 
 log = logging.getLogger(__name__)
 
@@ -382,3 +385,12 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
             path=str(path),
         )
     return qrels
+
+
+def resolve_dataset(path: Path, settings: RampartSettings) -> Path:
+    """A path as given, else a name under RAMPART_EVAL_DATA_DIR; a ``beir/`` subfolder is used if present."""
+    candidates = [path] if path.exists() else [settings.eval_data_dir / path]
+    for c in candidates:
+        if not (c / "corpus.jsonl").exists() and (c / "beir" / "corpus.jsonl").exists():
+            return c / "beir"
+    return candidates[0]

@@ -1,7 +1,8 @@
 """``rampart bench``: indexing rate and per-stage search latency on a BEIR folder.
 
-Indexes the first ``docs`` documents into a throw-away index (no cache: the point is to time it),
-then runs every judged query through the default hybrid pipeline and reports p50/p95 per stage.
+Indexes the first ``docs`` documents into a throw-away index (no cache: the point is to time it) of
+a runtime without reranking or fact-check, then runs every judged query through its hybrid retriever
+and reports p50/p95 per stage.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +19,9 @@ from services.common.settings import RampartSettings
 from services.common.types import Acl, Document
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress
-from services.ingest.service import IngestService
-from services.retrieval.embedded_index import EmbeddedIndex
+from services.orchestrator.runtime import Runtime, Variant
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.hybrid import SearchParams
 
 
 def run_bench(
@@ -46,39 +47,30 @@ def run_bench(
         for d in itertools.islice(iter_corpus(dataset.path), docs)
         if (d.text or d.title).strip()
     ]
-    with tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp:
-        index = EmbeddedIndex.open(
-            Path(tmp) / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
-        )
-        try:
-            ingest = IngestService.from_settings(
-                index,
-                embedder,
-                settings.chunking,
-                max_document_bytes=settings.gateway.max_document_bytes,
-                claim_vectors=settings.index.claim_vectors,
-            )
-            started = time.perf_counter()
-            for i in range(0, len(corpus), batch_size):
-                ingest.ingest(corpus[i : i + batch_size])
-                if progress:
-                    progress("index", min(i + batch_size, len(corpus)), len(corpus))
-            elapsed = time.perf_counter() - started
-            chunks = index.stats()["chunks"]
-            retriever = HybridRetriever(index, embedder)
-            params = SearchParams.from_settings(settings.fusion, top_k=10)
-            stages: dict[str, list[float]] = {}
-            chosen = list(dataset.queries.values())[:queries]
-            for n, query in enumerate(chosen, start=1):
-                t0 = time.perf_counter()
-                outcome = retriever.search(query, EVAL_PRINCIPAL, params)
-                stages.setdefault("total", []).append((time.perf_counter() - t0) * 1000)
-                for stage, ms in outcome.timings_ms.items():
-                    stages.setdefault(stage, []).append(ms)
-                if progress and (n % 25 == 0 or n == len(chosen)):
-                    progress("search", n, len(chosen))
-        finally:
-            index.close()
+    bare = Variant(rerank=False, factcheck=False)  # what is timed: ingest and hybrid retrieval
+    with (
+        tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp,
+        Runtime.open(settings, embedder=embedder, variant=replace(bare, data_dir=Path(tmp))) as runtime,
+    ):
+        started = time.perf_counter()
+        for i in range(0, len(corpus), batch_size):
+            runtime.ingest.ingest(corpus[i : i + batch_size])
+            if progress:
+                progress("index", min(i + batch_size, len(corpus)), len(corpus))
+        elapsed = time.perf_counter() - started
+        chunks = runtime.index.stats()["chunks"]
+        retriever = runtime.search.retriever
+        params = SearchParams.from_settings(settings.fusion, top_k=10)
+        stages: dict[str, list[float]] = {}
+        chosen = list(dataset.queries.values())[:queries]
+        for n, query in enumerate(chosen, start=1):
+            t0 = time.perf_counter()
+            outcome = retriever.search(query, EVAL_PRINCIPAL, params)
+            stages.setdefault("total", []).append((time.perf_counter() - t0) * 1000)
+            for stage, ms in outcome.timings_ms.items():
+                stages.setdefault(stage, []).append(ms)
+            if progress and (n % 25 == 0 or n == len(chosen)):
+                progress("search", n, len(chosen))
     figures = {
         "docs": float(len(corpus)),
         "chunks": float(chunks),

@@ -13,25 +13,39 @@ import hashlib
 import itertools
 import json
 import pickle
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from services.common.errors import invalid
 from services.common.settings import RampartSettings
 from services.common.types import ScoredChunk
-from services.evaluation.attack import Query, Trace, apply_factcheck, first_stages, summarize
+from services.evaluation.attack import (
+    Query,
+    Trace,
+    apply_factcheck,
+    attack_queries,
+    first_stages,
+    load_attacks,
+    poisoned_runtime,
+    summarize,
+)
+from services.evaluation.beir import available_splits, load_beir, resolve_dataset
 from services.evaluation.runner import Progress
+from services.evaluation.splits import select_queries
 from services.factcheck.checker import CheckOutcome
 from services.factcheck.classifier import decide
 from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import EVIDENCE_VERSION, CheckInput, Evidence, gather_evidence
 from services.factcheck.stage import FactCheckStage, to_input
+from services.orchestrator.runtime import Variant
+from services.rerank.reranker import build_reranker
 from services.rerank.stage import RerankStage
-from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever
+from services.retrieval.embedder import Embedder, build_embedder
+from services.retrieval.retriever import Retriever
 
 GRID: dict[str, list[Any]] = {
     # grids 5 and 6 settled the cluster rule near these (docs/benchmarks.md)
@@ -100,7 +114,7 @@ class PrecomputedChecker:
 
 def collect_cases(
     queries: Sequence[Query],
-    retriever: HybridRetriever,
+    retriever: Retriever,
     rerank: RerankStage,
     embedder: Embedder,
     settings: RampartSettings,
@@ -247,3 +261,108 @@ def grid_search(
     ] or rows
     best = min(ok, key=lambda r: (r["poison_in_context"], r["clean_recall_loss"], -r["duplicate_threshold"]))
     return {n: best[n] for n in names}, rows
+
+
+def parse_attack_set(spec: str) -> tuple[str, str, str]:
+    """``CORPUS_DIR::ATTACKS_JSON[::train|heldout]`` → ``(corpus, attacks, query split)``."""
+    parts = spec.split("::")
+    if len(parts) not in (2, 3):
+        raise invalid(f"--set {spec!r}: write CORPUS_DIR::ATTACKS_JSON or CORPUS_DIR::ATTACKS_JSON::train")
+    query_split = parts[2] if len(parts) == 3 else "all"
+    if query_split not in ("all", "train", "heldout"):
+        raise invalid(f"--set {spec!r}: the query split must be all, train or heldout")
+    return parts[0], parts[1], query_split
+
+
+def gathering_settings(settings: RampartSettings) -> RampartSettings:
+    """``settings`` with the fact-check reading as much as any grid point does: evidence is gathered
+    once for the widest context window the grid tries (and with the near-copies of every border)."""
+    widest = max([settings.factcheck.context_depth, *GRID["context_depth"]])
+    borders = [b for b in [settings.factcheck.copy_border_threshold, *GRID["copy_border_threshold"]] if b > 0]
+    gather = {
+        "context_depth": widest,
+        "copy_min_docs": max([settings.factcheck.copy_min_docs, *GRID["copy_min_docs"]]),
+        "copy_border_threshold": min(borders, default=0.0),
+    }
+    return settings.model_copy(update={"factcheck": settings.factcheck.model_copy(update=gather)})
+
+
+@dataclass(frozen=True)
+class FactCheckTune:
+    """What ``rampart tune factcheck`` reports: the cases, the fitted calibration, the best grid point
+    and every point's figures."""
+
+    cases: list[Case]
+    calibration: tuple[float, float]
+    best: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+
+def tune_factcheck(
+    settings: RampartSettings,
+    sets: list[str],
+    *,
+    clean_queries: int,
+    k: int,
+    max_recall_loss: float,
+    max_attacked_recall_loss: float,
+    cases_file: Path | None = None,
+    say: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
+) -> FactCheckTune:
+    """Collect the cases of every set (``CORPUS_DIR::ATTACKS_JSON[::train|heldout]``; or reuse
+    ``cases_file`` while its key matches), fit the reranker calibration, then grid-search."""
+    wide = gathering_settings(settings)
+    embedder = build_embedder(settings.embedding, settings.models_dir)
+    reranker = (
+        build_reranker(settings.rerank, settings.models_dir) if settings.rerank.enabled else None
+    )  # one for every set
+    # retrieval and reranking as served; the fact-check's evidence is gathered by collect_cases
+    variant = Variant(rerank=reranker is not None, factcheck=False, rerank_cache=200_000)
+    key = cases_key({"sets": sets, "clean_queries": clean_queries, "k": k}, wide)
+    cached = load_cases(cases_file, key) if cases_file else None
+    if cached is not None:
+        say(f"reusing {len(cached)} collected queries from {cases_file}")
+    cases = cached or []
+    for spec in [] if cached is not None else sets:
+        corpus, attacks_path, query_split = parse_attack_set(spec)
+        root = resolve_dataset(Path(corpus), settings)
+        splits = available_splits(root)
+        if len(splits) != 1 and query_split != "train":
+            raise invalid(f"{root} has qrels splits {splits}: tune on one split only, or on ::train")
+        dataset = load_beir(root, splits[0])
+        attacks = load_attacks(Path(attacks_path))
+        if query_split != "all":
+            keep = set(select_queries([a.qid for a in attacks] + list(dataset.queries), query_split))  # type: ignore[arg-type]
+            attacks = [a for a in attacks if a.qid in keep]
+            dataset = replace(dataset, queries={q: t for q, t in dataset.queries.items() if q in keep})
+        with poisoned_runtime(
+            dataset,
+            attacks,
+            settings,
+            settings.data_dir / "eval-cache",
+            embedder=embedder,
+            reranker=reranker,
+            variant=variant,
+            progress=progress,
+        ) as runtime:
+            queries = attack_queries(dataset, attacks, clean_queries)
+            cases += collect_cases(
+                queries,
+                runtime.search.retriever,
+                runtime.search.rerank,
+                embedder,
+                wide,
+                k=k,
+                progress=progress,
+            )
+    if cases_file and cached is None:
+        save_cases(cases_file, key, cases)
+    calibration = fit_calibration(cases, settings.factcheck.depth)
+    tuned = settings.model_copy(
+        update={"factcheck": settings.factcheck.model_copy(update={"calibration": calibration})}
+    )
+    best, rows = grid_search(
+        cases, tuned, k=k, max_recall_loss=max_recall_loss, max_attacked_recall_loss=max_attacked_recall_loss
+    )
+    return FactCheckTune(cases, calibration, best, rows)

@@ -14,15 +14,13 @@ from pathlib import Path
 
 from services.common.settings import RampartSettings
 from services.evaluation.beir import BeirDataset
-from services.evaluation.runner import EVAL_PRINCIPAL, ROUTED_DEPTH, eval_index, served_pipeline
+from services.evaluation.runner import EVAL_PRINCIPAL, ROUTED_DEPTH, eval_runtime
 from services.models.pair_train import PairExample
 from services.orchestrator.chain.pair_order import doc_heads, pair_docs, question_logits
 from services.orchestrator.plan import QueryType
+from services.orchestrator.runtime import Variant
 from services.rerank.reranker import Reranker
-from services.rerank.score_cache import ScoreCache
-from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever
 
 Progress = Callable[[str, int, int], None]
 
@@ -38,49 +36,49 @@ def collect_examples(
 ) -> tuple[list[PairExample], dict[str, int]]:
     """``(examples, counts)``: one example per Complex-routed question with qrels; ``counts`` says how
     many questions were read, routed elsewhere, or had fewer than two head documents."""
-    from services.orchestrator.assemble import build_orchestrator
     from services.orchestrator.orchestrator import Ask
 
     off = settings.model_copy(update={"chain": settings.chain.model_copy(update={"pair_order": False})})
     depth = settings.chain.pair_depth
-    stage = RerankStage(reranker, ScoreCache(200_000))
     examples: list[PairExample] = []
     counts = {"questions": 0, "not_complex": 0, "short_head": 0}
-    with eval_index(dataset, off, embedder, cache_root, progress=progress) as (index, _):
-        pipeline = served_pipeline(HybridRetriever(index, embedder), stage, off)
-        orchestrator = build_orchestrator(off, pipeline, embedder)
-        try:
-            total = len(dataset.queries)
-            for n, (qid, question) in enumerate(dataset.queries.items(), start=1):
-                gold = frozenset(d for d, g in dataset.qrels.get(qid, {}).items() if g > 0)
-                if not gold:
-                    continue
-                counts["questions"] += 1
-                # as deep as serving judges and pairs: top_k raises the fact-check's depth here
-                ask = Ask(query=question, top_k=max(ROUTED_DEPTH, depth), remember=False)
-                done = orchestrator.run(ask, EVAL_PRINCIPAL)
-                if done.route.type is not QueryType.COMPLEX:
-                    counts["not_complex"] += 1
-                    continue
-                hits = done.outcome.hits
-                heads = doc_heads(hits, depth)
-                logits = question_logits(stage, question, hits, heads)
-                if len(heads) < 2 or logits is None:
-                    counts["short_head"] += 1
-                    continue
-                examples.append(
-                    PairExample(
-                        qid=qid,
-                        question=question,
-                        docs=tuple(pair_docs(hits, heads, logits)),
-                        doc_ids=tuple(hits[i].chunk.doc_id for i in heads),
-                        gold=gold,
-                    )
+    with eval_runtime(
+        dataset,
+        off,
+        cache_root,
+        embedder=embedder,
+        reranker=reranker,
+        variant=Variant(rerank_cache=200_000),
+        progress=progress,
+    ) as (runtime, _):
+        orchestrator, stage = runtime.orchestrator, runtime.search.rerank
+        total = len(dataset.queries)
+        for n, (qid, question) in enumerate(dataset.queries.items(), start=1):
+            gold = frozenset(d for d, g in dataset.qrels.get(qid, {}).items() if g > 0)
+            if not gold:
+                continue
+            counts["questions"] += 1
+            # as deep as serving judges and pairs: top_k raises the fact-check's depth here
+            ask = Ask(query=question, top_k=max(ROUTED_DEPTH, depth), remember=False)
+            done = orchestrator.run(ask, EVAL_PRINCIPAL)
+            if done.route.type is not QueryType.COMPLEX:
+                counts["not_complex"] += 1
+                continue
+            hits = done.outcome.hits
+            heads = doc_heads(hits, depth)
+            logits = question_logits(stage, question, hits, heads)
+            if len(heads) < 2 or logits is None:
+                counts["short_head"] += 1
+                continue
+            examples.append(
+                PairExample(
+                    qid=qid,
+                    question=question,
+                    docs=tuple(pair_docs(hits, heads, logits)),
+                    doc_ids=tuple(hits[i].chunk.doc_id for i in heads),
+                    gold=gold,
                 )
-                if progress and (n % 10 == 0 or n == total):
-                    progress("route", n, total)
-        finally:
-            orchestrator.close()
-            if pipeline.factcheck.checker is not None:
-                pipeline.factcheck.checker.close()
+            )
+            if progress and (n % 10 == 0 or n == total):
+                progress("route", n, total)
     return examples, counts

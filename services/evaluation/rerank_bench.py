@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.evaluation.metrics import latency_ms_p50, latency_ms_p95
+
+if TYPE_CHECKING:
+    from services.common.settings import RampartSettings
 
 ScoreFn = Callable[[str, Sequence[str]], Any]
 
@@ -192,3 +195,81 @@ def ratios(rows: list[dict[str, Any]], remote: str, local: str) -> list[dict[str
                 }
             )
     return out
+
+
+def bench_served_backends(
+    settings: RampartSettings,
+    *,
+    batches: Sequence[int],
+    tokens: int,
+    min_pairs: int,
+    torch_model: Path | None = None,
+    triton: bool = True,
+    triton_instances: int | None = None,
+    threads: int,
+    parallel: int,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(manifest, rows)`` of ``rampart bench rerank``: the installed reranker's ONNX variants
+    in-process (``onnx-<variant>``), the PyTorch model of ``torch_model`` if given, and (``triton``) the
+    served variant in a local tritonserver started here and stopped after. In-process and Triton run
+    the same scoring code with the same ``threads``/``parallel`` layout, so their ratio compares the
+    serving paths; the served variant and Triton are also timed at concurrency 16."""
+    import tempfile
+
+    from services.common.net import free_port
+    from services.rerank.config import TritonSettings
+    from services.rerank.onnx_reranker import OnnxReranker, load_manifest
+    from services.rerank.triton_repository import materialize
+    from services.rerank.triton_reranker import TritonReranker
+    from services.rerank.triton_server import TritonServer
+
+    model_dir = settings.reranker_model_dir()
+    manifest = load_manifest(model_dir)
+    backends: dict[str, ScoreFn] = {}
+    if torch_model is not None:
+        backends["torch-fp32"] = torch_scorer(torch_model, tokens)
+    for variant in ("fp32", "int8"):
+        if variant in manifest["variants"]:
+            backends[f"onnx-{variant}"] = OnnxReranker.from_dir(
+                model_dir, variant=variant, max_length=tokens, threads=threads, parallel=parallel
+            ).score
+    concurrency: dict[str, tuple[int, ...]] = {name: (1,) for name in backends}
+    concurrency[f"onnx-{settings.rerank.variant}"] = (1, 16)
+    with tempfile.TemporaryDirectory(prefix="rampart-bench-") as tmp:
+        server = None
+        if triton:
+            repo = materialize(
+                model_dir,
+                Path(tmp) / "repo",
+                variant=settings.rerank.variant,
+                max_length=tokens,
+                instances=triton_instances,
+                threads=threads,
+                parallel=parallel,
+            )
+            server = TritonServer(
+                venv=settings.rerank.triton.venv,
+                repository=repo,
+                work_dir=Path(tmp) / "triton",
+                grpc_port=free_port(),
+                http_port=free_port(),
+                metrics_port=free_port(),
+            ).start()
+        try:
+            if server is not None:
+                cfg = TritonSettings(url=server.grpc_url, deadline_ms=120_000, batch_size=max(batches))
+                backends["triton"] = TritonReranker.connect(cfg).score
+                concurrency["triton"] = (1, 16)
+            rows = run_rerank_bench(
+                backends,
+                batches=batches,
+                tokens=tokens,
+                concurrency=concurrency,
+                min_pairs=min_pairs,
+                progress=progress,
+            )
+        finally:
+            if server is not None:
+                server.stop()
+    return manifest, rows

@@ -1,7 +1,8 @@
-"""``rampart eval``: index a BEIR folder into a fresh embedded index (cached), run pipelines, score.
+"""``rampart eval``: index a BEIR folder into a fresh index (cached), run pipelines, score.
 
-The index is built through the product's own ingest path (parse → contextual chunks → embed →
-index), so the figures measure what users run. Chunk hits are aggregated to documents by their
+The index is built and searched by the product's own runtime (:class:`Runtime` over the cache
+folder: parse → contextual chunks → embed → index, then the served search pipeline), so the figures
+measure what users run. Chunk hits are aggregated to documents by their
 best chunk (MaxP) before scoring, since BEIR judges documents.
 """
 
@@ -20,16 +21,14 @@ from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal, ScoredChunk
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.metrics import evaluate_run_per_query, latency_summary
-from services.ingest.service import IngestService, Outcome
+from services.ingest.service import Outcome
 from services.orchestrator.chain.retriever import ChainRetriever
 from services.orchestrator.chain.subqueries import build_proposer
-from services.orchestrator.search import SearchPipeline
+from services.orchestrator.runtime import Runtime, Variant
 from services.rerank.reranker import Reranker
-from services.rerank.score_cache import ScoreCache
-from services.rerank.stage import Mode, RerankStage
-from services.retrieval.embedded_index import EmbeddedIndex
+from services.rerank.stage import Mode
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever, SearchOutcome, SearchParams
+from services.retrieval.hybrid import SearchOutcome, SearchParams
 
 EVAL_TENANT = "eval"
 EVAL_PRINCIPAL = Principal(tenant=EVAL_TENANT, user="evaluator", groups=[], scopes=["search"])
@@ -144,80 +143,72 @@ def index_cache_key(dataset: BeirDataset, settings: RampartSettings, embedder: E
 
 
 @contextmanager
-def eval_index(
+def eval_runtime(
     dataset: BeirDataset,
     settings: RampartSettings,
-    embedder: Embedder,
     cache_root: Path,
     *,
+    embedder: Embedder,
+    reranker: Reranker | None = None,
+    variant: Variant | None = None,
     progress: Progress | None = None,
     batch_size: int = 128,
-) -> Iterator[tuple[EmbeddedIndex, dict[str, int]]]:
-    """Open the cached index for this corpus + config, building it first if needed."""
+) -> Iterator[tuple[Runtime, dict[str, int]]]:
+    """The runtime over the cached index of this corpus + config (``variant``, with the cache folder
+    as its data directory), the corpus ingested through ``runtime.ingest`` first if needed; and
+    ``{built, failed}``. ``embedder`` names the cache; ``reranker`` shares a loaded one."""
     root = cache_root / index_cache_key(dataset, settings, embedder)
     ready = root / "READY"
     info = {"built": 0, "failed": 0}
-    if not ready.exists():
-        if root.exists():
-            shutil.rmtree(root)  # an interrupted build: start over
-        index = EmbeddedIndex.open(
-            root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
-        )
-        try:
-            ingest = IngestService.from_settings(
-                index,
-                embedder,
-                settings.chunking,
-                max_document_bytes=settings.gateway.max_document_bytes,
-                claim_vectors=settings.index.claim_vectors,
-            )
-            acl = Acl(groups=["*"])
-            total = len(dataset.corpus)
-            batch: list[Document] = []
-            done = 0
-
-            def flush() -> None:
-                nonlocal done
-                results = ingest.ingest(batch)
-                info["failed"] += sum(r.outcome not in (Outcome.INDEXED, Outcome.UNCHANGED) for r in results)
-                done += len(batch)
-                batch.clear()
-                if progress:
-                    progress("index", done, total)
-
-            for doc in iter_corpus(dataset.path):
-                text = doc.text if doc.text.strip() else doc.title
-                if not text.strip():
-                    info["failed"] += 1
-                    continue
-                batch.append(
-                    Document(
-                        id=doc.doc_id,
-                        tenant=EVAL_TENANT,
-                        acl=acl,
-                        title=doc.title,
-                        text=text,
-                        content_type="text/plain",
-                        source=dataset.name,
-                    )
-                )
-                if len(batch) >= batch_size:
-                    flush()
-            if batch:
-                flush()
+    if not ready.exists() and root.exists():
+        shutil.rmtree(root)  # an interrupted build: start over
+    with Runtime.open(
+        settings, embedder=embedder, reranker=reranker, variant=replace(variant or Variant(), data_dir=root)
+    ) as runtime:
+        if not ready.exists():
+            info["failed"] = _ingest_corpus(dataset, runtime, progress, batch_size)
             info["built"] = 1
             ready.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
-        except BaseException:
-            index.close()
-            raise
-    else:
-        index = EmbeddedIndex.open(
-            root / "index", dim=embedder.dim, settings=settings.index, model_id=embedder.model_id
+        yield runtime, info
+
+
+def _ingest_corpus(dataset: BeirDataset, runtime: Runtime, progress: Progress | None, batch_size: int) -> int:
+    """Index every document of the corpus through the product's ingest; returns how many failed."""
+    acl = Acl(groups=["*"])
+    total = len(dataset.corpus)
+    batch: list[Document] = []
+    done = failed = 0
+
+    def flush() -> None:
+        nonlocal done, failed
+        results = runtime.ingest.ingest(batch)
+        failed += sum(r.outcome not in (Outcome.INDEXED, Outcome.UNCHANGED) for r in results)
+        done += len(batch)
+        batch.clear()
+        if progress:
+            progress("index", done, total)
+
+    for doc in iter_corpus(dataset.path):
+        text = doc.text if doc.text.strip() else doc.title
+        if not text.strip():
+            failed += 1
+            continue
+        batch.append(
+            Document(
+                id=doc.doc_id,
+                tenant=EVAL_TENANT,
+                acl=acl,
+                title=doc.title,
+                text=text,
+                content_type="text/plain",
+                source=dataset.name,
+            )
         )
-    try:
-        yield index, info
-    finally:
-        index.close()
+        if len(batch) >= batch_size:
+            flush()
+    if batch:
+        flush()
+    return failed
 
 
 def maxp(hits: Sequence[tuple[str, float]], depth: int = DOC_DEPTH) -> dict[str, float]:
@@ -231,22 +222,19 @@ def maxp(hits: Sequence[tuple[str, float]], depth: int = DOC_DEPTH) -> dict[str,
     return out
 
 
-def build_pipeline(
-    retriever: HybridRetriever,
-    spec: PipelineSpec,
-    settings: RampartSettings,
-    *,
-    rerank: RerankStage | None = None,
-) -> QueryPipeline:
-    """The spec as a query → :class:`Retrieved` callable, through :class:`SearchPipeline` (the code
-    the gateway serves with); a chain spec wraps it in :class:`ChainRetriever`. A degraded search
-    (e.g. reranker down) raises: the figures would be wrong."""
-    if spec.rerank and (rerank is None or not rerank.enabled):
+def build_pipeline(runtime: Runtime, spec: PipelineSpec) -> QueryPipeline:
+    """The spec as a query → :class:`Retrieved` callable over ``runtime.search`` (the code the gateway
+    serves with), its fusion, reranking and fact-check set per request (the check is off: a spec scores
+    retrieval); a chain spec wraps it in :class:`ChainRetriever`, ``routed`` is the runtime's
+    orchestrator. A degraded search (e.g. reranker down) raises: the figures would be wrong."""
+    settings = runtime.settings
+    pipeline = runtime.search
+    if spec.rerank and not pipeline.rerank.enabled:
         raise invalid(f"pipeline {spec.name!r} needs a reranker; run `rampart models build`")
-    pipeline = SearchPipeline(retriever, settings.fusion, rerank, settings.rerank)
     options = pipeline.rerank_options(enabled=spec.rerank is not None, mode=spec.rerank)
     if spec.chain_beams is not None:  # as the orchestrator runs the chain: it orders by links itself
         options = replace(options, link_weight=0.0)
+    unchecked = pipeline.factcheck_options(enabled=False)
     params = SearchParams.from_settings(
         settings.fusion,
         top_k=CHUNK_DEPTH,
@@ -256,7 +244,7 @@ def build_pipeline(
     )
 
     def search(query: str) -> SearchOutcome:
-        outcome = pipeline.search(query, EVAL_PRINCIPAL, params, options)
+        outcome = pipeline.search(query, EVAL_PRINCIPAL, params, options, unchecked)
         if outcome.degraded:
             raise RampartError(
                 ErrorCode.UNAVAILABLE,
@@ -265,11 +253,11 @@ def build_pipeline(
         return outcome
 
     if spec.routed:
-        if settings.rerank.enabled and not (rerank and rerank.enabled):
+        if settings.rerank.enabled and not pipeline.rerank.enabled:
             raise invalid(
                 "pipeline 'routed' reranks as served, but no reranker was loaded; run `rampart models build`"
             )
-        return _routed(retriever, pipeline, settings)
+        return _routed(runtime)
     if spec.chain_beams is None:
         return lambda query: Retrieved(search(query).hits)
     chain = ChainRetriever(
@@ -288,35 +276,11 @@ def build_pipeline(
 ROUTED_DEPTH = 10  # the adaptive pipeline returns what an answer reads: score it at @10 and below
 
 
-def served_pipeline(
-    retriever: HybridRetriever, rerank: RerankStage | None, settings: RampartSettings
-) -> SearchPipeline:
-    """The search pipeline as ``Runtime.open`` builds it (reranking and fact-check from settings), over
-    an evaluation index: what the adaptive orchestrator runs on."""
-    from services.factcheck.checker import build_fact_checker
-    from services.factcheck.stage import FactCheckStage
-
-    return SearchPipeline(
-        retriever,
-        settings.fusion,
-        rerank,
-        settings.rerank,
-        FactCheckStage(
-            build_fact_checker(
-                settings.factcheck, retriever.embedder, llm=settings.llm, models_dir=settings.models_dir
-            )
-        ),
-        settings.factcheck,
-    )
-
-
-def _routed(retriever: HybridRetriever, pipeline: SearchPipeline, settings: RampartSettings) -> QueryPipeline:
-    """The adaptive orchestrator as the gateway builds it, over this pipeline's index (+ fact-check)."""
-    from services.orchestrator.assemble import build_orchestrator
+def _routed(runtime: Runtime) -> QueryPipeline:
+    """The adaptive orchestrator as the gateway builds it (the runtime's), over the evaluation index."""
     from services.orchestrator.orchestrator import Ask
 
-    full = served_pipeline(retriever, pipeline.rerank, settings)
-    orchestrator = build_orchestrator(settings, full, retriever.embedder)
+    orchestrator = runtime.orchestrator
 
     def run(query: str) -> Retrieved:
         done = orchestrator.run(Ask(query=query, top_k=ROUTED_DEPTH, remember=False), EVAL_PRINCIPAL)
@@ -352,21 +316,6 @@ def run_queries(
     return run, latencies, calls
 
 
-def run_pipeline(
-    retriever: HybridRetriever,
-    dataset: BeirDataset,
-    spec: PipelineSpec,
-    settings: RampartSettings,
-    *,
-    rerank: RerankStage | None = None,
-    progress: Progress | None = None,
-) -> tuple[dict[str, dict[str, float]], list[float]]:
-    """``(run, latencies_ms)`` of one spec (see :func:`build_pipeline` and :func:`run_queries`)."""
-    pipeline = build_pipeline(retriever, spec, settings, rerank=rerank)
-    run, latencies, _ = run_queries(pipeline, dataset, spec.name, progress=progress)
-    return run, latencies
-
-
 def evaluate_pipelines(
     dataset: BeirDataset,
     settings: RampartSettings,
@@ -379,16 +328,27 @@ def evaluate_pipelines(
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], dict[str, int]]:
     """``(summary per pipeline, per-query metrics per pipeline, index info)``.
 
-    Rerank pipelines share one score cache, so ``X+rerank`` and ``X+rerank-fused`` score each pair once
-    (their latencies are then not comparable: the second one reads the cache).
+    One runtime serves every spec: the reranker (``reranker``, when given) and the fact-check (only a
+    ``routed`` spec checks) are loaded only if a spec uses them. Rerank pipelines share one score cache,
+    so ``X+rerank`` and ``X+rerank-fused`` score each pair once (their latencies are then not
+    comparable: the second one reads the cache).
     """
-    stage = RerankStage(reranker, ScoreCache(1_000_000)) if reranker is not None else None
     summary: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
-    with eval_index(dataset, settings, embedder, cache_root, progress=progress) as (index, info):
-        retriever = HybridRetriever(index, embedder)
+    variant = Variant(
+        rerank=reranker is not None, factcheck=any(s.routed for s in specs), rerank_cache=1_000_000
+    )
+    with eval_runtime(
+        dataset,
+        settings,
+        cache_root,
+        embedder=embedder,
+        reranker=reranker,
+        variant=variant,
+        progress=progress,
+    ) as (runtime, info):
         for spec in specs:
-            pipeline = build_pipeline(retriever, spec, settings, rerank=stage)
+            pipeline = build_pipeline(runtime, spec)
             run, latencies, calls = run_queries(pipeline, dataset, spec.name, progress=progress)
             pq = evaluate_run_per_query(dataset.qrels, run, METRICS)
             per_query[spec.name] = pq
@@ -397,5 +357,5 @@ def evaluate_pipelines(
                 **latency_summary(latencies),
                 "calls_per_query": sum(calls) / max(len(calls), 1),
             }
-        info = {**info, **index.stats()}
+        info = {**info, **runtime.index.stats()}
     return summary, per_query, info

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from services.api.schemas import FactCheckOptionsIn, RerankOptionsIn, SearchRequest
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress
-from services.gateway.schemas import FactCheckOptionsIn, RerankOptionsIn, SearchRequest
 from services.orchestrator.serving.messages import PipelineSearchRequest
 
 if TYPE_CHECKING:

@@ -12,13 +12,16 @@ paired Student's t-test (scipy's ``ttest_rel``, through ranx).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from services.common.errors import invalid
+
+if TYPE_CHECKING:
+    from services.evaluation.runner import PipelineSpec
 
 TestMethod = Literal["randomization", "t-test"]
 
@@ -179,3 +182,34 @@ def _t_test_p(a: np.ndarray, b: np.ndarray) -> float:
     p, _ = paired_student_t_test(a, b, max_p=1.0)
     p = float(p)
     return 1.0 if math.isnan(p) else p
+
+
+def standard_comparisons(
+    per_query: Mapping[str, Mapping[str, Mapping[str, float]]], specs: Sequence[PipelineSpec]
+) -> list[SignificanceResult]:
+    """The tests ``rampart eval`` reports for the pipelines it ran: each single-shot hybrid against
+    BM25 and against dense, each reranked pipeline against its first stage, and each chain against the
+    single-shot search of its hops (on all_supporting@2, what a chain is for)."""
+    from services.evaluation.runner import CHAIN_HOP_DEFAULT
+
+    significance = []
+    for base in ("bm25", "dense"):
+        if base in per_query and len(per_query) > 1:
+            significance += [
+                r
+                for r in compare_pipelines(per_query, base)
+                if r.candidate.startswith("hybrid") and "+" not in r.candidate
+            ]
+    for first in {s.name.split("+")[0] for s in specs if s.rerank}:
+        if first in per_query:
+            significance += [
+                r for r in compare_pipelines(per_query, first) if r.candidate.startswith(first + "+")
+            ]
+    chain_hops = {s.name: s.name.partition("@")[2] or CHAIN_HOP_DEFAULT for s in specs if s.chain_beams}
+    for hop in set(chain_hops.values()) & set(per_query):  # chains vs single-shot with their hop search
+        significance += [
+            r
+            for r in compare_pipelines(per_query, hop, metric="all_supporting@2")
+            if chain_hops.get(r.candidate) == hop
+        ]
+    return significance

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from services.api.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.common.config import RemoteSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import trace_headers
 from services.common.settings import RampartSettings
-from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
-from services.ingest.ingestor import Ingestor, LocalIngestor
+from services.ingest.ingestor import Ingestor, build_ingestor
 from services.orchestrator.serving.http_app import InProcessBackend, OrchestratorBackend
 from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 
@@ -33,24 +33,21 @@ class GatewayBackends:
     settings: RampartSettings
     ingestor: Ingestor
     orchestrator: OrchestratorBackend
-    runtime: Runtime | None = None  # embedded mode only; closed by its owner
 
     @classmethod
     def embedded(cls, runtime: Runtime) -> GatewayBackends:
+        """Search, answers and ingest in this process, over ``runtime`` (its owner closes it)."""
         from services.orchestrator.serving.pipeline_service import PipelineService
 
         return cls(
             runtime.settings,
-            LocalIngestor(runtime.ingest),
+            build_ingestor(runtime.settings, runtime.ingest),
             InProcessBackend(PipelineService(runtime)),
-            runtime,
         )
 
     @classmethod
     def remote(cls, settings: RampartSettings) -> GatewayBackends:
         """Clients only; nothing connects until the first call (start-up checks use ``readiness``)."""
-        from services.ingest.remote_ingest import RemoteIngest
-
         r = settings.remote
         if not r.orchestrator_url or not r.ingest_address:
             raise RampartError(
@@ -59,22 +56,13 @@ class GatewayBackends:
                 f"(got {r.orchestrator_url!r}, {r.ingest_address!r}); set RAMPART_REMOTE__… or use "
                 "`rampart serve` without them for the embedded mode",
             )
-        return cls(
-            settings,
-            RemoteIngest.from_settings(
-                settings.remote, max_message_bytes=settings.ingest_service.max_message_bytes
-            ),
-            HttpOrchestrator(r),
-        )
+        return cls(settings, build_ingestor(settings), HttpOrchestrator(r))
 
     async def readiness(self) -> dict[str, Any]:
         """``/readyz``: the pipeline's readiness (raises when it cannot serve) plus ingest's."""
         from fastapi.concurrency import run_in_threadpool
 
         body = dict(await self.orchestrator.readiness())
-        if self.runtime is not None:  # embedded: ingest writes the index the pipeline just read
-            body["ingest"] = "ready"
-            return body
         try:
             await run_in_threadpool(self.ingestor.check_ready)
             body["ingest"] = "ready"
@@ -86,8 +74,7 @@ class GatewayBackends:
         closer = getattr(self.orchestrator, "aclose", None)
         if closer is not None:
             await closer()
-        if self.runtime is None:
-            self.ingestor.close()
+        self.ingestor.close()  # an in-process ingestor's is a no-op: the runtime's owner closes the index
 
 
 class HttpOrchestrator:

@@ -3,7 +3,7 @@
 Two implementations, one contract suite (``tests/contracts/ingestor.py``):
 :class:`LocalIngestor` runs :class:`IngestService` in this process on the local index (embedded
 mode); :class:`services.ingest.remote_ingest.RemoteIngest` calls the durable ingest service over
-gRPC (distributed mode, ``settings.remote.ingest_address``).
+gRPC (distributed mode, ``settings.remote.ingest_address``). :func:`build_ingestor` picks one.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from services.common.settings import RampartSettings
 from services.common.types import Document, DocumentStatus
 from services.ingest.service import IngestResult, IngestService
 
@@ -55,3 +56,19 @@ class LocalIngestor:
 
     def close(self) -> None:
         """Nothing to release: the index is closed by whoever opened it (the runtime)."""
+
+
+def build_ingestor(settings: RampartSettings, service: IngestService | None = None) -> Ingestor:
+    """Ingest as settings place it, the only place that choice is made: the durable ingest service
+    over gRPC when ``remote.ingest_address`` is set, else ``service`` (the runtime's) in this process.
+
+    A caller that holds no index (the remote gateway) passes no ``service``; without an address that
+    fails, naming ``RAMPART_REMOTE__INGEST_ADDRESS``.
+    """
+    if settings.remote.ingest_address or service is None:
+        from services.ingest.remote_ingest import RemoteIngest
+
+        return RemoteIngest.from_settings(
+            settings.remote, max_message_bytes=settings.ingest_service.max_message_bytes
+        )
+    return LocalIngestor(service)

@@ -133,13 +133,11 @@ def _answers(index: SearchIndex) -> bool:
 
 async def serve(settings: RampartSettings) -> None:
     """Build the embedder and the remote index from ``settings`` and serve until a signal."""
-    from services.retrieval.remote_index import RemoteIndex
+    from services.retrieval.index import open_index
 
-    address = retrieval_address(settings)  # fail before loading anything
+    retrieval_address(settings)  # fail before loading anything: open_index is then the remote one
     embedder = build_embedder(settings.embedding, settings.models_dir)
-    index = RemoteIndex.connect(
-        address, settings.remote, max_message_bytes=settings.retrieval_service.max_message_bytes
-    )
+    index = open_index(settings, embedder.dim, embedder.model_id)
     try:
         app = IngestApp(settings, index, embedder)
     except BaseException:

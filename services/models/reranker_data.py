@@ -37,10 +37,12 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
 from services.common.types import FusionMethod, ScoredChunk
 from services.evaluation.beir import BeirDataset, load_beir
-from services.evaluation.runner import EVAL_PRINCIPAL, eval_index, index_cache_key
+from services.evaluation.runner import EVAL_PRINCIPAL, eval_runtime, index_cache_key
 from services.evaluation.splits import QuerySplit, select_queries
+from services.orchestrator.runtime import Variant
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.hybrid import SearchParams
+from services.retrieval.retriever import Retriever
 
 SOURCES = ("scifact", "hotpotqa", "nq")
 MINING_DEPTH = 100  # chunks retrieved per training query
@@ -156,7 +158,7 @@ def load_source(
 
 def mine_groups(
     dataset: BeirDataset,
-    retriever: HybridRetriever,
+    retriever: Retriever,
     settings: RampartSettings,
     *,
     source: str,
@@ -288,13 +290,17 @@ def mined_groups(
             if progress:
                 progress(f"mine {source} (cached)", 1, 1)
             continue
-        with eval_index(dataset, settings, embedder, settings.data_dir / "eval-cache", progress=progress) as (
-            index,
-            _info,
-        ):
+        with eval_runtime(
+            dataset,
+            settings,
+            settings.data_dir / "eval-cache",
+            embedder=embedder,
+            variant=Variant(rerank=False, factcheck=False),  # mining reads the first stage only
+            progress=progress,
+        ) as (runtime, _info):
             groups = mine_groups(
                 dataset,
-                HybridRetriever(index, embedder),
+                runtime.search.retriever,
                 settings,
                 source=source,
                 answers=answers,

@@ -6,7 +6,7 @@ from services.common.llm_client import ChatClient
 from services.common.settings import RampartSettings
 from services.orchestrator.answer import ExtractiveAnswerer, LlmAnswerer
 from services.orchestrator.chain.pair_order import SHIPPED_PAIRS, PairModel
-from services.orchestrator.chain.subqueries import HeuristicProposer, LlmProposer, Proposer
+from services.orchestrator.chain.subqueries import build_proposer
 from services.orchestrator.conversation.rewrite import ConversationalRewriter
 from services.orchestrator.conversation.sessions import build_session_store
 from services.orchestrator.corrective.grading import RetrievalGrader
@@ -45,7 +45,6 @@ def build_orchestrator(
             build_secondary(settings.grading.secondary, pipeline),
             trace_content=settings.trace_content,
         )
-    proposer: Proposer = LlmProposer(llm, HeuristicProposer()) if llm is not None else HeuristicProposer()
     return Orchestrator(
         settings,
         pipeline,
@@ -54,7 +53,7 @@ def build_orchestrator(
         ExtractiveAnswerer(embedder, settings.answer.max_sentences),
         router=build_router(settings.routing, embedder, settings.models_dir),
         corrective=corrective,
-        proposer=proposer,
+        proposer=build_proposer(settings.chain, settings.llm),  # chain.use_llm decides, not answer.use_llm
         llm_answerer=LlmAnswerer(ChatClient(llm), settings.answer.max_context_chars)
         if llm is not None
         else None,

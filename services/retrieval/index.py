@@ -89,6 +89,26 @@ class SearchIndex(Protocol):
 
 
 def open_index(settings: RampartSettings, dim: int, model_id: str | None = None) -> SearchIndex:
+    """The index a pipeline or ingest reads and writes, as settings place it: the only place that
+    choice is made. With ``remote.retrieval_address`` set, the retrieval service's, over gRPC (lazy:
+    nothing connects until the first call; ``dim`` and ``model_id`` are then the server's); otherwise
+    the one this process stores (:func:`open_stored_index`)."""
+    address = settings.remote.retrieval_address
+    if address:
+        from services.retrieval.remote_index import RemoteIndex
+
+        return RemoteIndex.connect(
+            address, settings.remote, max_message_bytes=settings.retrieval_service.max_message_bytes
+        )
+    return open_stored_index(settings, dim, model_id)
+
+
+def open_stored_index(settings: RampartSettings, dim: int, model_id: str | None = None) -> SearchIndex:
+    """The index held in this process: the embedded one under ``data_dir/index``.
+
+    The retrieval service serves this one directly: the stack gives every program
+    ``remote.retrieval_address``, and the service must not become a client of itself.
+    """
     from services.retrieval.embedded_index import EmbeddedIndex
 
     return EmbeddedIndex.open(

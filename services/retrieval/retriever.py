@@ -2,17 +2,21 @@
 
 Embedded: :class:`services.retrieval.hybrid.HybridRetriever` over the local index. Distributed:
 :class:`services.retrieval.remote_retriever.RemoteRetriever`, a gRPC client of the retrieval service.
-The pipeline cannot tell them apart; one contract suite runs against both.
+The pipeline cannot tell them apart; one contract suite runs against both. :func:`build_retriever`
+picks one from settings.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from services.common.settings import RampartSettings
 from services.common.types import Principal
 
 if TYPE_CHECKING:
+    from services.retrieval.embedder import Embedder
     from services.retrieval.hybrid import SearchOutcome, SearchParams
+    from services.retrieval.index import SearchIndex
 
 
 class Retriever(Protocol):
@@ -27,3 +31,20 @@ class Retriever(Protocol):
     def close(self) -> None:
         """Release what the retriever holds itself (a remote one's channel; the index is closed by its owner)."""
         ...
+
+
+def build_retriever(settings: RampartSettings, index: SearchIndex, embedder: Embedder) -> Retriever:
+    """Hybrid search as settings place it, the only place that choice is made: the retrieval
+    service's over gRPC when ``remote.retrieval_address`` is set (it searches its own index, so
+    ``index`` and ``embedder`` go unused), else :class:`HybridRetriever` over ``index`` in this
+    process. Pair it with :func:`services.retrieval.index.open_index`, which decides the same way."""
+    address = settings.remote.retrieval_address
+    if address:
+        from services.retrieval.remote_retriever import RemoteRetriever
+
+        return RemoteRetriever.connect(
+            address, settings.remote, max_message_bytes=settings.retrieval_service.max_message_bytes
+        )
+    from services.retrieval.hybrid import HybridRetriever
+
+    return HybridRetriever(index, embedder)

@@ -76,10 +76,10 @@ class RetrievalApp:
 async def serve(settings: RampartSettings) -> None:
     """Build the embedder and the index from ``settings`` and serve until a signal."""
     from services.retrieval.embedder import build_embedder
-    from services.retrieval.index import open_index
+    from services.retrieval.index import open_stored_index
 
     embedder = build_embedder(settings.embedding, settings.models_dir)
-    index = open_index(settings, embedder.dim, embedder.model_id)
+    index = open_stored_index(settings, embedder.dim, embedder.model_id)
     app = RetrievalApp(settings.retrieval_service, index, embedder)
     try:
         await app.start()

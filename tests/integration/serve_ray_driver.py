@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 
+from services.api.schemas import AnswerRequest, AnswerResponse, SearchRequest, SearchResponse
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Document, Principal
 from services.evaluation.serve_bench import descendants
-from services.gateway.schemas import AnswerRequest, AnswerResponse, SearchRequest, SearchResponse
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.serving.config import ServeSettings
 from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 from opentelemetry import trace
 
+from services.api.schemas import SearchRequest
 from services.common.otel import configure_tracing, current_trace_id, flush_tracing, trace_headers
 from services.common.settings import RampartSettings
 from services.common.types import Document, Principal
-from services.gateway.schemas import SearchRequest
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.serving.config import ServeSettings
 from services.orchestrator.serving.messages import PipelineSearchRequest

@@ -26,7 +26,6 @@ from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
 
-pytestmark = pytest.mark.integration
 DIM = 16
 ALICE = Principal(tenant="t1", user="alice", groups=["eng"])
 CAPABILITY_READS = ("stored_vectors", "copy_cosines", "named")

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from services.api.schemas import SearchRequest
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal
-from services.gateway.schemas import SearchRequest
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.serving.http_app import InProcessBackend, create_orchestrator_app
 from services.orchestrator.serving.messages import PipelineSearchRequest

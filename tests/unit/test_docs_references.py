@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.unit
-
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("services/", "docs/", "tests/", "proto/", "deploy/", "docker/", "terraform/", "samples/")
 

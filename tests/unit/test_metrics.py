@@ -12,13 +12,13 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import REGISTRY
 
+from services.api.schemas import SearchRequest
 from services.common import metrics
 from services.common.errors import ErrorCode, RampartError
 from services.common.otel import _exporters, context_from, current_span_id, current_trace_id, trace_headers
 from services.common.telemetry import ContextFilter
 from services.common.tracing import stage_span
 from services.common.types import Principal
-from services.gateway.schemas import SearchRequest
 from services.orchestrator.serving.messages import PipelineSearchRequest
 from tests.trace_topology import SEARCH_EMBEDDED_CELERY, edges, missing
 

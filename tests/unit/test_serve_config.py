@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from services.api.schemas import ErrorBody, SearchResponse
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
-from services.gateway.schemas import ErrorBody, SearchResponse
 from services.orchestrator.serving.config import ServeSettings
 from services.orchestrator.serving.messages import PipelineReply
 from services.orchestrator.serving.serve_config import (

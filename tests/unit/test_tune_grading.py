@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.cli.tune_grading import Case, answer_hit, half_of, parse_set, report, thresholds
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
+from services.evaluation.grading_tune import Case, answer_hit, half_of, parse_set, report, thresholds
 from services.models.grading_artifact import write_evaluator
 from services.orchestrator.corrective.config import GradingSettings
 from services.orchestrator.corrective.evaluator import FEATURES, Evaluator

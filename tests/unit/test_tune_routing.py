@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.cli.tune_routing import _choose, weight_grid
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
+from services.evaluation.routing_tune import choose, weight_grid
 
 
 def test_grid_sums_to_one_and_rejects_bad_steps() -> None:
@@ -23,7 +23,7 @@ def test_choice_is_best_then_nearest_default_and_drops_the_kg() -> None:
         "medium": {0.0: 0.1, 0.3: 0.9, 1.0: 0.2},
         "high": {0.0: 0.0, 0.5: 0.0, 1.0: 0.0},
     }
-    plans, chosen = _choose(results, settings, {"low": 5, "medium": 5, "high": 0})
+    plans, chosen = choose(results, settings, {"low": 5, "medium": 5, "high": 0})
     assert chosen["low"]["bm25_weight"] == 0.6
     assert chosen["medium"]["bm25_weight"] == 0.3
     assert plans["high"]["bm25_weight"] == pytest.approx(0.7, abs=1e-4)  # no queries: default kept

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 from services.common.words import (
     JOINED_WORD,
     KEY_TERM_STOP_WORDS,
@@ -18,8 +16,6 @@ from services.common.words import (
     terms,
     words,
 )
-
-pytestmark = pytest.mark.unit
 
 TEXT = "F.C. Ka-san's COVID-19 ward, AT&T (2017–18) James’s don't"
 

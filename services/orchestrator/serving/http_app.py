@@ -20,11 +20,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.api.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.common.errors import ErrorCode, RampartError
 from services.common.http_errors import error_response, invalid_request, routing_error_response
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.otel import instrument_fastapi
-from services.gateway.schemas import AnswerResponse, ErrorBody, SearchResponse
 from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 from services.orchestrator.serving.pipeline_service import PipelineService
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from services.api.schemas import AnswerRequest, AnswerResponse, ErrorBody, SearchRequest, SearchResponse
 from services.common.errors import ErrorCode, RampartError
 from services.common.types import Principal, Strict
-from services.gateway.schemas import AnswerRequest, AnswerResponse, ErrorBody, SearchRequest, SearchResponse
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9._\-]{8,64}$"
 

@@ -16,25 +16,23 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from services.api.schemas import AnswerResponse, Conversation, SearchResponse
 from services.common import telemetry
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.otel import context_from, current_trace_id
 from services.common.query_text import check_query
 from services.common.settings import RampartSettings
 from services.common.types import Principal, SearchFilters
-from services.gateway.schemas import (
-    AnswerResponse,
-    Conversation,
-    SearchResponse,
+from services.orchestrator.orchestrator import Ask
+from services.orchestrator.runtime import Runtime
+from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
+from services.orchestrator.serving.responses import (
     to_adaptive,
     to_citations,
     to_filtered,
     to_hits,
     to_search_response,
 )
-from services.orchestrator.orchestrator import Ask
-from services.orchestrator.runtime import Runtime
-from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 from services.orchestrator.serving.serve_config import LiveTunables, apply_tunables
 from services.retrieval.fusion import Bounds
 

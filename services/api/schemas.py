@@ -1,4 +1,10 @@
-"""HTTP request/response models of the gateway (the OpenAPI document is generated from these)."""
+"""The public HTTP contract: the request and response models of ``/v1/*`` (the gateway's OpenAPI
+document is generated from these).
+
+The gateway validates requests and answers with them; the orchestrator (in-process or behind Ray
+Serve's ingress) builds the responses (``services.orchestrator.serving.responses``). Both depend on
+this module and neither on the other's internals, so it imports no serving code.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,11 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 from pydantic_core import PydanticCustomError
 
-from services.common.types import Document, FusionMethod, Name, ScoredChunk, SearchFilters, Strict
-from services.common.verdicts import Judgement, Verdict
+from services.common.types import Document, FusionMethod, Name, SearchFilters, Strict
+from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
-from services.orchestrator.answer import Answer
-from services.orchestrator.orchestrator import Orchestrated
 from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.fusion import weights_problem
-from services.retrieval.hybrid import SearchOutcome
 
 
 class ErrorBody(BaseModel):
@@ -184,39 +187,6 @@ class SearchHit(BaseModel):
     verdict: VerdictOut | None = Field(default=None, description="Fact-check verdict (null: not judged)")
 
 
-def to_hits(scored: list[ScoredChunk]) -> list[SearchHit]:
-    """The wire form of fused results (shared by the HTTP API and the CLI)."""
-    return [
-        SearchHit(
-            rank=i + 1,
-            chunk_id=h.chunk.chunk_id,
-            doc_id=h.chunk.doc_id,
-            title=h.chunk.title,
-            section_path=h.chunk.section_path,
-            header=h.chunk.header,
-            text=h.chunk.text,
-            source=h.chunk.source,
-            version=h.chunk.version,
-            scores=h.scores,
-            ranks=h.ranks,
-            fused=h.fused,
-            verdict=VerdictOut(
-                verdict=h.judgement.verdict, score=h.judgement.score, reason=h.judgement.reason
-            )
-            if h.judgement
-            else None,
-        )
-        for i, h in enumerate(scored)
-    ]
-
-
-def to_filtered(judgements: list[Judgement]) -> list[FilteredHit]:
-    return [
-        FilteredHit(chunk_id=j.chunk_id, doc_id=j.doc_id, verdict=j.verdict, score=j.score, reason=j.reason)
-        for j in judgements
-    ]
-
-
 class RouteOut(BaseModel):
     type: str = Field(description="simple, conversational or complex")
     complexity: str = Field(description="low, medium or high: picks the retrieval parameters")
@@ -337,67 +307,3 @@ class AnswerResponse(BaseModel):
 class DeleteResponse(BaseModel):
     id: str
     deleted: bool
-
-
-def to_adaptive(o: Orchestrated) -> AdaptiveOut:
-    """The wire form of what the orchestrator did (shared by /v1/search and /v1/answer)."""
-    c = o.corrective
-    return AdaptiveOut(
-        route=RouteOut(
-            type=o.route.type.value,
-            complexity=o.route.complexity.value,
-            confidence=round(o.route.confidence, 4),
-            reason=o.route.reason,
-        ),
-        searched_query=o.searched,
-        rewrite=o.rewrite.method,
-        grade=GradeOut(
-            grade=c.grade.value,
-            score=c.score,
-            action=c.action,
-            secondary=c.secondary,
-            rewritten_query=c.rewritten_query,
-        )
-        if c is not None
-        else None,
-        chain=ChainOut(
-            hops=[
-                HopOut(step=h.step, sub_query=h.sub_query, score=round(h.score, 4), chunk_ids=h.chunk_ids)
-                for h in o.chain.hops
-            ],
-            score=round(o.chain.score, 4),
-            stopped=o.chain.stopped,
-        )
-        if o.chain is not None
-        else None,
-        retrieval_calls=o.calls,
-        session_id=o.session_id,
-    )
-
-
-def to_citations(answer: Answer) -> list[CitationOut]:
-    return [CitationOut(**c.model_dump()) for c in answer.citations]
-
-
-def to_search_response(
-    query: str,
-    outcome: SearchOutcome,
-    *,
-    timings_ms: dict[str, float] | None = None,
-    adaptive: AdaptiveOut | None = None,
-    request_id: str = "",
-    trace_id: str | None = None,
-) -> SearchResponse:
-    """The wire form of a search outcome: one place for the server (plain and adaptive) and the CLI."""
-    return SearchResponse(
-        query=query,
-        results=to_hits(outcome.hits),
-        candidates=outcome.candidates,
-        timings_ms={k: round(v, 2) for k, v in (timings_ms or outcome.timings_ms).items()},
-        degraded=outcome.degraded,
-        filtered=to_filtered(outcome.filtered),
-        factcheck_fallback=outcome.fallback,
-        adaptive=adaptive,
-        request_id=request_id,
-        trace_id=trace_id,
-    )

@@ -1,0 +1,1 @@
+"""The public HTTP contract, shared by the gateway and the orchestrator: ``schemas.py``."""
