@@ -71,7 +71,7 @@ class FusionSettings(BaseModel):
     candidates: int = Field(default=300, ge=1, le=2000, description="Per-retriever candidates before fusion")
     fill_missing: bool = Field(
         default=True,
-        description="Score a chunk found by only one retriever with the other one too (see docs/fusion.md)",
+        description="Score a chunk found by only one retriever with the other one too (docs/retrieval.md, section Fusion)",
     )
     # 3: brings two-hop questions their second page; tuned on HotpotQA train (docs/retrieval.md).
     link_seeds: int = Field(
