@@ -34,13 +34,8 @@ ALLOWED: dict[str, str] = {
     "services/cli/train.py::train_contradiction_cmd": _SPLIT_AFTER_MERGE,
     "services/cli/train.py::train_pairs_cmd": _SPLIT_AFTER_MERGE,
     "services/cli/train.py::train_reranker_cmd": _SPLIT_AFTER_MERGE,
-    "services/cli/tune.py::tune_factcheck": _SPLIT_AFTER_MERGE,
     "services/cli/tune_grading.py::tune_grading": _SPLIT_AFTER_MERGE,
-    "services/cli/tune_grading.py::tune_refinement": _SPLIT_AFTER_MERGE,
-    "services/cli/tune_routing.py::tune_routing": _SPLIT_AFTER_MERGE,
     "services/evaluation/factcheck_bench.py::run_factcheck_bench": _SPLIT_AFTER_MERGE,
-    "services/factcheck/classifier.py::decide": _SPLIT_AFTER_MERGE,
-    "services/gateway/app.py::create_app": _SPLIT_AFTER_MERGE,
 }
 
 
