@@ -29,8 +29,6 @@ ALLOWED: dict[str, str] = {
     "services/cli/bench.py::bench_rerank": _SPLIT_AFTER_MERGE,
     "services/cli/bench.py::bench_stack": _SPLIT_AFTER_MERGE,
     "services/cli/evaluation.py::attack": _SPLIT_AFTER_MERGE,
-    "services/cli/main.py::evaluate": _SPLIT_AFTER_MERGE,
-    "services/cli/main.py::ingest": _SPLIT_AFTER_MERGE,
     "services/cli/train.py::train_contradiction_cmd": _SPLIT_AFTER_MERGE,
     "services/cli/train.py::train_pairs_cmd": _SPLIT_AFTER_MERGE,
     "services/cli/train.py::train_reranker_cmd": _SPLIT_AFTER_MERGE,
