@@ -20,17 +20,6 @@ SERVICES = REPO / "services"
 MAX_LINES = 80
 LONG_MARK = re.compile(r"#\s*long:\s*\S")
 
-# Functions in files other branches of issue 33 were rewriting when the lint landed; each is to be
-# split (or marked) once those branches are merged, and its entry removed. The test fails on an entry
-# that no longer matches a long function, so the list only shrinks.
-_SPLIT_AFTER_MERGE = "TODO(issue 33): split after the factories/factcheck merge"
-ALLOWED: dict[str, str] = {
-    "services/cli/train.py::train_contradiction_cmd": _SPLIT_AFTER_MERGE,
-    "services/cli/train.py::train_pairs_cmd": _SPLIT_AFTER_MERGE,
-    "services/cli/train.py::train_reranker_cmd": _SPLIT_AFTER_MERGE,
-    "services/cli/tune_grading.py::tune_grading": _SPLIT_AFTER_MERGE,
-}
-
 
 @dataclass(frozen=True)
 class Function:
@@ -39,10 +28,6 @@ class Function:
     name: str  # qualified: Class.method, outer.inner
     length: int
     marked: bool  # carries ``# long: <reason>``
-
-    @property
-    def key(self) -> str:
-        return f"{self.path}::{self.name}"
 
 
 def _functions(path: Path, root: Path = REPO) -> Iterator[Function]:
@@ -78,20 +63,13 @@ def _all_functions() -> list[Function]:
 
 
 def test_no_function_is_longer_than_the_limit_without_a_reason() -> None:
-    too_long = [f for f in _all_functions() if f.length > MAX_LINES and not f.marked and f.key not in ALLOWED]
+    too_long = [f for f in _all_functions() if f.length > MAX_LINES and not f.marked]
     assert not too_long, "\n".join(
         f"{f.path}:{f.line} {f.name} is {f.length} lines (limit {MAX_LINES}): split it into helpers named "
         "for their steps, or, if splitting would only scatter a linear script, put "
         "`# long: <reason>` on its def line or the line above"
         for f in too_long
     )
-
-
-def test_every_allowlist_entry_is_still_a_long_function() -> None:
-    """An entry whose function was split, renamed or marked must go, so the allowlist only shrinks."""
-    long_keys = {f.key for f in _all_functions() if f.length > MAX_LINES and not f.marked}
-    stale = sorted(set(ALLOWED) - long_keys)
-    assert not stale, "no longer long functions, remove them from ALLOWED in this file: " + ", ".join(stale)
 
 
 def test_a_long_mark_sits_on_a_long_function() -> None:
