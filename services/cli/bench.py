@@ -115,19 +115,7 @@ def bench_rerank(
             )
     except RampartError as exc:
         raise fail(exc) from exc
-    table = Table(
-        "backend", "batch", "concurrency", "pairs/s", "p50 ms", "p95 ms", title=f"rerank at {tokens} tokens"
-    )
-    for r in rows:
-        table.add_row(
-            r["backend"],
-            str(r["batch"]),
-            str(r["concurrency"]),
-            f"{r['pairs_per_s']:g}",
-            f"{r['p50_ms']:g}",
-            f"{r['p95_ms']:g}",
-        )
-    out.print(table)
+    out.print(_rerank_table(rows, tokens))
     ratio_rows = ratios(rows, "triton", local) if triton else []
     for r in ratio_rows:
         console.print(
@@ -142,6 +130,23 @@ def bench_rerank(
             "ratios": ratio_rows,
         }
         write_json_report(json_out, record)
+
+
+def _rerank_table(rows: list[dict[str, Any]], tokens: int) -> Table:
+    """pairs/s and per-call latency, one row per backend, batch size and concurrency."""
+    table = Table(
+        "backend", "batch", "concurrency", "pairs/s", "p50 ms", "p95 ms", title=f"rerank at {tokens} tokens"
+    )
+    for r in rows:
+        table.add_row(
+            r["backend"],
+            str(r["batch"]),
+            str(r["concurrency"]),
+            f"{r['pairs_per_s']:g}",
+            f"{r['p50_ms']:g}",
+            f"{r['p95_ms']:g}",
+        )
+    return table
 
 
 @bench_app.command("factcheck")
@@ -186,14 +191,7 @@ def bench_factcheck(
 
     settings = load_settings()
     depth = passages or settings.factcheck.depth
-    try:
-        levels = [int(c) for c in split_csv(concurrency)]
-    except ValueError:
-        levels = []
-    if not levels or min(levels) < 1:
-        raise typer.BadParameter(
-            f"give positive integers, e.g. 1,8 (got {concurrency!r})", param_hint="--concurrency"
-        )
+    levels = _concurrency_levels(concurrency)
     try:
         embedder = build_embedder(settings.embedding, settings.models_dir)
         with sigterm_as_interrupt(), progress_bar() as bar:
@@ -212,7 +210,30 @@ def bench_factcheck(
             )
     except RampartError as exc:
         raise fail(exc) from exc
-    rows = record["rows"]
+    out.print(_factcheck_table(record["rows"], checks, depth))
+    _print_factcheck_notes(record)
+    if json_out:
+        command = invocation(ctx)
+        if redis_url:  # the URL may carry a password
+            command = command.replace(redis_url, redact_url(redis_url))
+        write_json_report(json_out, {"command": command, **record})
+
+
+def _concurrency_levels(concurrency: str) -> list[int]:
+    """``--concurrency`` as positive integers, or the flag named in a usage error."""
+    try:
+        levels = [int(c) for c in split_csv(concurrency)]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise typer.BadParameter(
+            f"give positive integers, e.g. 1,8 (got {concurrency!r})", param_hint="--concurrency"
+        )
+    return levels
+
+
+def _factcheck_table(rows: list[dict[str, Any]], checks: int, depth: int) -> Table:
+    """Throughput and latency per backend and concurrency, with the share the cache already held."""
     table = Table(
         "backend",
         "conc",
@@ -233,21 +254,19 @@ def bench_factcheck(
             f"{r['p95_ms']:g}",
             f"{r['cached_before']:.0%}" if "cached_before" in r else "-",
         )
-    out.print(table)
+    return table
+
+
+def _print_factcheck_notes(record: dict[str, Any]) -> None:
+    """The throughput ratios, and a warning for each row that timed unverified checks (failures)."""
     for r in record["ratios"]:
         console.print(f"{r['backend']}/in-process throughput at concurrency {r['concurrency']}: {r['ratio']}")
-    for r in rows:
+    for r in record["rows"]:
         if r["unverified"]:
             console.print(
                 f"[yellow]{r['backend']} at concurrency {r['concurrency']}: {r['unverified']} check(s) came "
                 f"back unverified ({'; '.join(r['unverified_reasons'])}): that row times failures[/yellow]"
             )
-    if json_out:
-        command = invocation(ctx)
-        if redis_url:  # the URL may carry a password
-            command = command.replace(redis_url, redact_url(redis_url))
-        record = {"command": command, **record}
-        write_json_report(json_out, record)
 
 
 @bench_app.command("contradiction")
@@ -398,15 +417,8 @@ def bench_stack(
     Starts the whole stack (Ray binds every interface): run it in a loopback-only network namespace,
     ``python -m tests.e2e.isolated rampart bench stack`` (docs/stack.md, "Measuring").
     """
-    from services.evaluation.beir import load_beir
     from services.evaluation.factcheck_bench import sigterm_as_interrupt
-    from services.evaluation.stack_bench import (
-        GOAL_RATIO,
-        BenchOptions,
-        beir_corpus,
-        folder_corpus,
-        run_stack_bench,
-    )
+    from services.evaluation.stack_bench import BenchOptions, bench_corpus, run_stack_bench
 
     settings = load_settings()
     options = BenchOptions(
@@ -417,12 +429,7 @@ def bench_stack(
         locust_spawn_rate=float(locust_users),
     )
     try:
-        path = resolve_dataset(data_dir, settings)
-        corpus = (
-            beir_corpus(load_beir(path, split), docs)
-            if (path / "corpus.jsonl").exists()
-            else folder_corpus(path, docs)
-        )
+        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
         with sigterm_as_interrupt(), progress_bar() as bar:
             record = run_stack_bench(
                 corpus,
@@ -434,16 +441,18 @@ def bench_stack(
             )
     except RampartError as exc:
         raise fail(exc) from exc
-    table = Table(
-        "mode",
-        "endpoint",
-        "p50 ms",
-        "p95 ms",
-        "mean ms",
-        "degraded",
-        title=f"bench stack: {corpus.name}" + (" (interleaved)" if interleave else ""),
-    )
-    for r in record["rows"]:
+    title = f"bench stack: {corpus.name}" + (" (interleaved)" if interleave else "")
+    out.print(_stack_table(record["rows"], title))
+    out.print(stage_table(record["rows"]))
+    _print_stack_summary(record, queries=queries, warmup=warmup)
+    if json_out:
+        write_json_report(json_out, {"command": invocation(ctx), **record})
+
+
+def _stack_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """Latency per mode (stack, embedded) and endpoint, with the requests that ran degraded."""
+    table = Table("mode", "endpoint", "p50 ms", "p95 ms", "mean ms", "degraded", title=title)
+    for r in rows:
         table.add_row(
             r["mode"],
             r["endpoint"],
@@ -452,8 +461,14 @@ def bench_stack(
             f"{r['mean_ms']:g}",
             str(r["degraded"]),
         )
-    out.print(table)
-    out.print(stage_table(record["rows"]))
+    return table
+
+
+def _print_stack_summary(record: dict[str, Any], *, queries: int, warmup: int) -> None:
+    """What the tables do not show: each endpoint's ratio against the goal, the paired added latency,
+    the run's size and start-up times, and the locust run."""
+    from services.evaluation.stack_bench import GOAL_RATIO
+
     for endpoint, ratio in record["ratios"].items():
         verdict = "[green]within[/green]" if ratio <= GOAL_RATIO else "[red]over[/red]"
         console.print(f"stack/embedded p50, {endpoint}: {ratio:g} ({verdict} the {GOAL_RATIO:g} goal)")
@@ -476,8 +491,6 @@ def bench_stack(
         )
         for example in locust["failure_examples"]:
             console.print(f"[red]failure[/red]: {escape(example)}")
-    if json_out:
-        write_json_report(json_out, {"command": invocation(ctx), **record})
 
 
 def stage_table(rows: list[dict[str, Any]]) -> Table:

@@ -79,12 +79,8 @@ def attack(
     questions with poison in the top-k, the reranked top-M and the final context, clean Recall@10 with
     and without fact-check, the latency it adds and the classifier's detection precision/recall; and
     (--routed) poison and Recall@10 in the adaptive pipeline's final top-k."""
-    from dataclasses import replace
-
-    from services.evaluation.attack import load_attacks, poisoned_runtime, run_attack, run_attack_routed
+    from services.evaluation.attack import attack_half, load_attacks, measure_attack
     from services.evaluation.beir import load_beir
-    from services.evaluation.splits import select_queries
-    from services.orchestrator.runtime import Variant
     from services.retrieval.embedder import build_embedder
 
     settings = load_settings()
@@ -94,76 +90,62 @@ def attack(
         raise typer.BadParameter("factcheck.backend is none; nothing to measure")
     try:
         dataset = load_beir(resolve_dataset(corpus_dir, settings), split)
-        attacks = load_attacks(attacks_json)
-        if query_split != "all":
-            keep = set(select_queries([a.qid for a in attacks] + list(dataset.queries), query_split))  # type: ignore[arg-type]
-            attacks = [a for a in attacks if a.qid in keep]
-            dataset = replace(dataset, queries={q: t for q, t in dataset.queries.items() if q in keep})
+        dataset, attacks = attack_half(dataset, load_attacks(attacks_json), query_split)  # type: ignore[arg-type]
         embedder = build_embedder(settings.embedding, settings.models_dir)
         with progress_bar() as bar:
-            progress = task_updater(bar)
-            with poisoned_runtime(
+            run = measure_attack(
                 dataset,
                 attacks,
                 settings,
                 cache_dir or settings.data_dir / "eval-cache",
                 embedder=embedder,
-                # the stages as the gateway runs them, reranking only when settings enable it
-                variant=Variant(rerank=settings.rerank.enabled, rerank_cache=100_000),
-                progress=progress,
-            ) as runtime:
-                reranker, checker = runtime.reranker, runtime.fact_checker
-                figures = run_attack(
-                    dataset,
-                    attacks,
-                    runtime.search.retriever,
-                    runtime.search.rerank,
-                    runtime.search.factcheck,
-                    settings,
-                    k=k,
-                    clean_limit=clean_queries,
-                    progress=progress,
-                )
-                if routed:
-                    figures |= run_attack_routed(
-                        dataset,
-                        attacks,
-                        runtime.orchestrator,
-                        k=k,
-                        clean_limit=clean_queries,
-                        progress=progress,
-                    )
+                k=k,
+                clean_limit=clean_queries,
+                routed=routed,
+                progress=task_updater(bar),
+            )
     except RampartError as exc:
         raise fail(exc) from exc
+    figures = run.figures
     report: dict[str, Any] = {
         "command": "rampart " + " ".join(sys.argv[1:]),
         "corpus": dataset.name,
         "attacks": str(attacks_json),
         "query_split": query_split,
-        "reranker": reranker.model_id if reranker else None,
-        "fact_checker": checker.model_id if checker else None,
+        "reranker": run.reranker,
+        "fact_checker": run.fact_checker,
         "factcheck": settings.factcheck.model_dump(mode="json", exclude={"celery"}),
         **figures,
     }
-    table = Table(
-        title=f"attack: {attacks_json.name} on {dataset.name} ({figures['attacked_questions']} questions)"
-    )
+    _print_attack(figures, title=f"attack: {attacks_json.name} on {dataset.name}")
+    if json_out:
+        write_json_report(json_out, report)
+
+
+ATTACK_FIGURES = (
+    "poison_in_topk",
+    "poison_in_reranked",
+    "poison_in_context",
+    "clean_recall@10_without_factcheck",
+    "clean_recall@10_with_factcheck",
+    "attacked_recall@10_without_factcheck",
+    "attacked_recall@10_with_factcheck",
+    "added_latency_ms_p50",
+    "added_latency_ms_p95",
+    "routed_poison_in_context",
+    "routed_clean_recall@10",
+    "routed_attacked_recall@10",
+)
+"""The figures ``rampart eval attack`` shows, in this order (the routed ones only with --routed)."""
+
+
+def _print_attack(figures: dict[str, Any], *, title: str) -> None:
+    """The headline figures, then the detection precision / recall per class; and how many queries
+    ran degraded, since their figures count a skipped stage."""
+    table = Table(title=f"{title} ({figures['attacked_questions']} questions)")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    for key in (
-        "poison_in_topk",
-        "poison_in_reranked",
-        "poison_in_context",
-        "clean_recall@10_without_factcheck",
-        "clean_recall@10_with_factcheck",
-        "attacked_recall@10_without_factcheck",
-        "attacked_recall@10_with_factcheck",
-        "added_latency_ms_p50",
-        "added_latency_ms_p95",
-        "routed_poison_in_context",
-        "routed_clean_recall@10",
-        "routed_attacked_recall@10",
-    ):
+    for key in ATTACK_FIGURES:
         if key in figures:
             table.add_row(key, str(figures[key]))
     for name, d in figures["detection"].items():
@@ -175,8 +157,6 @@ def attack(
             f"[yellow]{figures['degraded_queries']} queries ran degraded ({routed_degraded} through the "
             "adaptive pipeline)[/yellow]"
         )
-    if json_out:
-        write_json_report(json_out, report)
 
 
 @eval_app.command("claims")

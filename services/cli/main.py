@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -41,6 +42,7 @@ from services.common.verdicts import Verdict
 from services.evaluation.beir import resolve_dataset
 
 if TYPE_CHECKING:
+    from services.evaluation.report import EvalReport
     from services.ingest.service import IngestResult
 
 app = typer.Typer(help="Rampart: a corruption-resistant enterprise search gateway.", no_args_is_help=True)
@@ -187,7 +189,7 @@ def ingest(
     Other files in a folder are skipped and listed. Exit code 0 when every supported file was
     indexed or unchanged, 1 when any failed or when no supported file was found at all, 2 on bad
     input (a missing path, --url without a key, the index in use)."""
-    from services.ingest.files import discover, load
+    from services.ingest.files import discover
 
     settings = load_settings()
     for p in paths:
@@ -212,55 +214,87 @@ def ingest(
             f" ({len(skipped)} skipped); supported: {SUPPORTED_FILES}"
         )
         raise typer.Exit(code=1)
-    failures: list[tuple[str, str]] = []
-    counts = {"indexed": 0, "unchanged": 0, "failed": 0}
-
-    def flush(batch: list[Document]) -> None:
-        from services.ingest.service import Outcome
-
-        for r in send(batch):
-            if r.outcome is Outcome.INDEXED:
-                counts["indexed"] += 1
-            elif r.outcome is Outcome.UNCHANGED:
-                counts["unchanged"] += 1
-            else:
-                counts["failed"] += 1
-                failures.append((r.id, r.error or r.outcome.value))
-            bar.advance(task)
-
     try:
-        with progress_bar() as bar:
-            task = bar.add_task(f"ingesting into tenant {tenant}", total=len(files))
-            batch: list[Document] = []
-            for root, f in files:
-                loaded = load(root, f, tenant=tenant, default_acl=default_acl)
-                if loaded.document is None:
-                    failures.append((str(f), loaded.error or "unreadable"))
-                    counts["failed"] += 1
-                    bar.advance(task)
-                    continue
-                batch.append(loaded.document)
-                if len(batch) >= batch_size:
-                    flush(batch)
-                    batch = []
-            if batch:
-                flush(batch)
+        tally = _ingest_files(files, send, tenant=tenant, default_acl=default_acl, batch_size=batch_size)
     except RampartError as exc:
         raise fail(exc) from exc
     finally:
         close()
+    _print_ingested(tally, skipped)
+    if tally.failures:
+        raise typer.Exit(code=1)
+
+
+@dataclass
+class _Tally:
+    """What became of the files of one ``rampart ingest``."""
+
+    indexed: int = 0
+    unchanged: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (document id or file, reason)
+
+    def add(self, result: IngestResult) -> None:
+        from services.ingest.service import Outcome
+
+        if result.outcome is Outcome.INDEXED:
+            self.indexed += 1
+        elif result.outcome is Outcome.UNCHANGED:
+            self.unchanged += 1
+        else:
+            self.failures.append((result.id, result.error or result.outcome.value))
+
+
+def _ingest_files(
+    files: list[tuple[Path, Path]],
+    send: Callable[[list[Document]], list[IngestResult]],
+    *,
+    tenant: str,
+    default_acl: Acl,
+    batch_size: int,
+) -> _Tally:
+    """Load each ``(root, file)`` and ``send`` the documents ``batch_size`` at a time, under a progress
+    bar; a file that cannot be read is a failure of its own, not the end of the run."""
+    from services.ingest.files import load
+
+    tally = _Tally()
+    with progress_bar() as bar:
+        task = bar.add_task(f"ingesting into tenant {tenant}", total=len(files))
+
+        def flush(batch: list[Document]) -> None:
+            for r in send(batch):
+                tally.add(r)
+                bar.advance(task)
+
+        batch: list[Document] = []
+        for root, f in files:
+            loaded = load(root, f, tenant=tenant, default_acl=default_acl)
+            if loaded.document is None:
+                tally.failures.append((str(f), loaded.error or "unreadable"))
+                bar.advance(task)
+                continue
+            batch.append(loaded.document)
+            if len(batch) >= batch_size:
+                flush(batch)
+                batch = []
+        if batch:
+            flush(batch)
+    return tally
+
+
+def _print_ingested(tally: _Tally, skipped: list[tuple[Path, str]]) -> None:
+    """The counts, the files passed over, and a table of the failures with their reasons."""
+    failed = len(tally.failures)
     console.print(
-        f"[green]{counts['indexed']} indexed[/green], {counts['unchanged']} unchanged, "
-        f"[{'red' if counts['failed'] else 'green'}]{counts['failed']} failed[/], "
+        f"[green]{tally.indexed} indexed[/green], {tally.unchanged} unchanged, "
+        f"[{'red' if failed else 'green'}]{failed} failed[/], "
         f"[{'yellow' if skipped else 'green'}]{len(skipped)} skipped[/]"
     )
     _print_skipped(skipped)
-    if failures:
+    if tally.failures:
         table = Table("file", "reason", title="failed", title_style="red")
-        for name, reason in failures:
+        for name, reason in tally.failures:
             table.add_row(escape(name), escape(reason))
         console.print(table)
-        raise typer.Exit(code=1)
 
 
 SKIPPED_SHOWN = 5
@@ -481,10 +515,7 @@ def evaluate(
     """
 
     from services.evaluation.beir import load_beir
-    from services.evaluation.report import EvalReport, plot_bars, render_table, write_json
-    from services.evaluation.runner import PipelineSpec, evaluate_pipelines
-    from services.evaluation.significance import standard_comparisons
-    from services.rerank.reranker import build_reranker
+    from services.evaluation.runner import PipelineSpec, eval_report, eval_reranker, evaluate_pipelines
     from services.retrieval.embedder import build_embedder
 
     settings = load_settings()
@@ -498,13 +529,8 @@ def evaluate(
         dataset = load_beir(resolve_dataset(data_dir, settings), split).half(query_split)  # type: ignore[arg-type]
         specs = [PipelineSpec.parse(p.strip(), settings) for p in pipelines.split(",") if p.strip()]
         embedder = build_embedder(settings.embedding, settings.models_dir)
-        reranker = (
-            build_reranker(settings.rerank, settings.models_dir)
-            if any(s.rerank or s.routed for s in specs)
-            else None
-        )
+        reranker = eval_reranker(specs, settings)
         with progress_bar() as bar:
-            progress = task_updater(bar)
             summary, per_query, info = evaluate_pipelines(
                 dataset,
                 settings,
@@ -512,41 +538,40 @@ def evaluate(
                 specs,
                 cache_dir or settings.data_dir / "eval-cache",
                 reranker=reranker,
-                progress=progress,
+                progress=task_updater(bar),
             )
     except RampartError as exc:
         raise fail(exc) from exc
-    significance = standard_comparisons(per_query, specs)
-    report = EvalReport(
-        significance=significance,
-        corpus_sha256=dataset.content_hash(),
-        notes={
-            "index": info,
-            "chunking": settings.chunking.model_dump(mode="json"),
-            "bm25": {"k1": settings.index.bm25_k1, "b": settings.index.bm25_b},
-            **(
-                {
-                    "rerank": {
-                        "model": reranker.model_id,
-                        **settings.rerank.model_dump(mode="json", exclude={"triton"}),
-                    }
-                }
-                if reranker
-                else {}
-            ),
-        },
-        dataset=dataset.name,
+    report = eval_report(
+        dataset,
+        settings,
+        specs,
+        summary=summary,
+        per_query=per_query,
+        info=info,
+        reranker=reranker,
         split=split,
-        num_queries=len(dataset.queries),
-        num_docs=len(dataset.corpus),
         command="rampart " + " ".join(sys.argv[1:]),
-        pipelines=summary,
     )
+    _print_eval(report, failed=info.get("failed", 0))
+    _write_eval(report, json_out, png_out)
+
+
+def _print_eval(report: EvalReport, *, failed: int) -> None:
+    """The metrics table, one line per paired test, and the corpus documents the index lacks."""
+    from services.evaluation.report import render_table
+
     out.print(render_table(report))
-    for sig in significance:
+    for sig in report.significance:
         out.print(sig.summary())
-    if info.get("failed"):
-        console.print(f"[yellow]{info['failed']} corpus documents could not be indexed[/yellow]")
+    if failed:
+        console.print(f"[yellow]{failed} corpus documents could not be indexed[/yellow]")
+
+
+def _write_eval(report: EvalReport, json_out: Path | None, png_out: Path | None) -> None:
+    """The report as JSON and its bar chart (next to the JSON unless --png says where), or the chart alone."""
+    from services.evaluation.report import plot_bars, write_json
+
     if json_out:
         write_json(report, json_out)
         png = png_out or json_out.with_suffix(".png")

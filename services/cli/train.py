@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from services.cli.ui import console, fail, invocation, load_settings, progress_bar, split_csv, task_updater
 from services.common.errors import RampartError
+from services.common.settings import RampartSettings
+
+if TYPE_CHECKING:
+    from services.models.pair_train import PairExample
+    from services.rerank.reranker import Reranker
 
 train_app = typer.Typer(help="Train Rampart's models from the training splits in RAMPART_EVAL_DATA_DIR.")
 
 
 @train_app.command("reranker")
-def train_reranker_cmd(
+def train_reranker_cmd(  # long: 22 options, 16 of them TrainConfig's; the body builds it and trains
     ctx: typer.Context,
     out_dir: Annotated[Path, typer.Option("--out", help="Work folder: checkpoint/, hf/, onnx/")] = Path(
         ".rampart/train/reranker"
@@ -135,7 +140,7 @@ def train_reranker_cmd(
 
 
 @train_app.command("contradiction")
-def train_contradiction_cmd(
+def train_contradiction_cmd(  # long: 19 options, 11 of them NliTrainConfig's; the body builds it and trains
     ctx: typer.Context,
     data: Annotated[
         Path | None,
@@ -314,32 +319,19 @@ def train_pairs_cmd(
     as `rampart eval … --pipelines routed` on the same questions (~5 min for HotpotQA's train half)."""
     from services.evaluation.beir import load_beir, resolve_dataset
     from services.evaluation.pair_data import collect_examples
-    from services.models.pair_pipeline import fit_and_save, with_pair
+    from services.models.pair_pipeline import fit_and_save
     from services.models.pair_train import PairTrainConfig
     from services.orchestrator.chain.pair_order import CARD_FILE
-    from services.rerank.reranker import build_reranker
     from services.retrieval.embedder import build_embedder
 
     if query_split not in ("all", "train"):
         raise typer.BadParameter(f"--query-split {query_split!r}: use train or all (never fit on heldout)")
-    try:
-        lams = tuple(float(x) for x in split_csv(cv_lams))
-    except ValueError:
-        raise typer.BadParameter(f"--cv-lams {cv_lams!r}: write numbers, e.g. 1,10,30") from None
-    settings = load_settings()
-    if reranker_dir is not None:
-        settings = settings.model_copy(
-            update={"rerank": settings.rerank.model_copy(update={"model_dir": reranker_dir})}
-        )
+    lams = _cv_lams(cv_lams)
+    settings = _with_reranker(load_settings(), reranker_dir)
     cfg = PairTrainConfig(lam=lam, folds=folds, seed=seed, cv_lams=lams)
     try:
         dataset = load_beir(resolve_dataset(data, settings), split).half(query_split)  # type: ignore[arg-type]
-        reranker = build_reranker(settings.rerank, settings.models_dir)
-        if reranker is None:
-            raise typer.BadParameter(
-                "the pair model reads the reranker's scores, but rerank.backend is none; unset "
-                "RAMPART_RERANK__BACKEND"
-            )
+        reranker = _pair_reranker(settings)
         with progress_bar() as bar:
             examples, counts = collect_examples(
                 dataset,
@@ -349,12 +341,7 @@ def train_pairs_cmd(
                 cache_dir or settings.data_dir / "eval-cache",
                 progress=task_updater(bar),
             )
-        paired = with_pair(examples)
-        if paired < folds:
-            raise typer.BadParameter(
-                f"only {paired} questions hold both supporting documents in their head; a pair model "
-                f"needs at least {folds} (use a multi-hop set with qrels, e.g. hotpotqa_dev500)"
-            )
+        _check_paired(examples, folds)
         summary = fit_and_save(
             examples,
             counts,
@@ -372,3 +359,45 @@ def train_pairs_cmd(
     for name, figures in [("as served", cv["served"]), *cv["by_lam"].items()]:
         console.print(f"• {name if name == 'as served' else f'lam {name}'}: {figures}")
     console.print(f"[green]done[/green] {out_dir} (model card: {out_dir / CARD_FILE})")
+
+
+def _cv_lams(cv_lams: str) -> tuple[float, ...]:
+    """``--cv-lams`` as numbers, or the flag named in a usage error."""
+    try:
+        return tuple(float(x) for x in split_csv(cv_lams))
+    except ValueError:
+        raise typer.BadParameter(f"--cv-lams {cv_lams!r}: write numbers, e.g. 1,10,30") from None
+
+
+def _with_reranker(settings: RampartSettings, reranker_dir: Path | None) -> RampartSettings:
+    """``settings`` serving the reranker at ``reranker_dir`` (``--reranker-dir``), when one is given."""
+    if reranker_dir is None:
+        return settings
+    return settings.model_copy(
+        update={"rerank": settings.rerank.model_copy(update={"model_dir": reranker_dir})}
+    )
+
+
+def _pair_reranker(settings: RampartSettings) -> Reranker:
+    """The reranker whose scores the pair model reads; a usage error when reranking is off."""
+    from services.rerank.reranker import build_reranker
+
+    reranker = build_reranker(settings.rerank, settings.models_dir)
+    if reranker is None:
+        raise typer.BadParameter(
+            "the pair model reads the reranker's scores, but rerank.backend is none; unset "
+            "RAMPART_RERANK__BACKEND"
+        )
+    return reranker
+
+
+def _check_paired(examples: list[PairExample], folds: int) -> None:
+    """A usage error unless at least one question per fold holds both supporting documents in its head."""
+    from services.models.pair_pipeline import with_pair
+
+    paired = with_pair(examples)
+    if paired < folds:
+        raise typer.BadParameter(
+            f"only {paired} questions hold both supporting documents in their head; a pair model "
+            f"needs at least {folds} (use a multi-hop set with qrels, e.g. hotpotqa_dev500)"
+        )

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -24,6 +23,9 @@ from services.cli.ui import (
 )
 from services.common.errors import RampartError, invalid
 from services.evaluation.splits import QuerySplit
+
+if TYPE_CHECKING:
+    from services.evaluation.grading_tune import GradingFit
 
 
 @tune_app.command("grading")
@@ -53,7 +55,7 @@ def tune_grading(
 ) -> None:
     """Fit the CRAG retrieval evaluator and its Correct / Incorrect thresholds on dev queries; prints
     the settings to use, and with --out writes the evaluator artifact (docs/grading.md)."""
-    from services.evaluation.grading_tune import DEFAULT_SETS, tune_grading
+    from services.evaluation.grading_tune import DEFAULT_SETS, save_evaluator, tune_grading
 
     settings = load_settings()
     try:
@@ -68,6 +70,31 @@ def tune_grading(
             )
     except RampartError as exc:
         raise fail(exc) from exc
+    out.print(_grading_table(tuned))
+    console.print("settings to use (RAMPART_GRADING__<NAME>):")
+    out.print(json.dumps(tuned.chosen, indent=2))
+    command = "rampart " + " ".join(sys.argv[1:])
+    if out_dir:
+        save_evaluator(
+            tuned,
+            out_dir,
+            settings,
+            sets=sets or DEFAULT_SETS,
+            queries=queries,
+            k=k,
+            precision=precision,
+            command=command,
+        )
+        console.print(
+            f"evaluator written to {out_dir}: set RAMPART_GRADING__EVALUATOR_DIR={out_dir} and the two "
+            "thresholds above"
+        )
+    if json_out:
+        write_json_report(json_out, {"command": command, "best": tuned.chosen, "rows": tuned.rows})
+
+
+def _grading_table(tuned: GradingFit) -> Table:
+    """One column per report row (the fit half, the report half tuned and as currently set, each set)."""
     rows = tuned.rows
     table = Table(
         title=f"CRAG evaluator on {len(tuned.cases)} dev cases (tuned unless said; fit / report halves)"
@@ -77,38 +104,7 @@ def tune_grading(
         table.add_column(name, justify="right")
     for metric in next(iter(rows.values())):
         table.add_row(metric, *(str(row[metric]) for row in rows.values()))
-    out.print(table)
-    console.print("settings to use (RAMPART_GRADING__<NAME>):")
-    out.print(json.dumps(tuned.chosen, indent=2))
-    command = "rampart " + " ".join(sys.argv[1:])
-    if out_dir:
-        from services.models.grading_artifact import write_evaluator
-
-        write_evaluator(
-            out_dir,
-            tuned.evaluator,
-            created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            command=command,
-            data={
-                "sets": sets or DEFAULT_SETS,
-                "queries_per_set": queries,
-                "correct_when": f"a judged-relevant document in the top {k}",
-                "precision": precision,
-                "cases": {"all": len(tuned.cases), "fit": tuned.fit_cases, "report": tuned.report_cases},
-            },
-            thresholds={
-                "correct": tuned.chosen["correct_threshold"],
-                "incorrect": tuned.chosen["incorrect_threshold"],
-            },
-            figures=rows,
-            extra={"reranker": tuned.reranker_id, "calibration": list(settings.factcheck.calibration)},
-        )
-        console.print(
-            f"evaluator written to {out_dir}: set RAMPART_GRADING__EVALUATOR_DIR={out_dir} and the two "
-            "thresholds above"
-        )
-    if json_out:
-        write_json_report(json_out, {"command": command, "best": tuned.chosen, "rows": rows})
+    return table
 
 
 @tune_app.command("refinement")

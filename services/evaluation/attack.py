@@ -30,6 +30,7 @@ from services.common.verdicts import Verdict
 from services.evaluation.beir import BeirDataset
 from services.evaluation.metrics import nearest_rank
 from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, Progress, eval_runtime, index_cache_key
+from services.evaluation.splits import QuerySplit, select_queries
 from services.factcheck.stage import FactCheckStage
 from services.ingest.service import Outcome
 from services.orchestrator.orchestrator import Ask, Orchestrator
@@ -105,6 +106,18 @@ def poison_documents(attacks: Sequence[AttackQuestion], source: str) -> list[Doc
         for a in attacks
         for i, t in enumerate(a.adv_texts)
     ]
+
+
+def attack_half(
+    dataset: BeirDataset, attacks: Sequence[AttackQuestion], query_split: QuerySplit
+) -> tuple[BeirDataset, list[AttackQuestion]]:
+    """The attacked questions and clean queries of one fixed half (``services.evaluation.splits``,
+    drawn over both sets of ids at once); ``all`` keeps every one."""
+    if query_split == "all":
+        return dataset, list(attacks)
+    keep = set(select_queries([a.qid for a in attacks] + list(dataset.queries), query_split))
+    kept = [a for a in attacks if a.qid in keep]
+    return replace(dataset, queries={q: t for q, t in dataset.queries.items() if q in keep}), kept
 
 
 @contextmanager
@@ -349,6 +362,63 @@ def run_attack_routed(
         "routed_attacked_recall@10": mean([_recall(d, q.relevant, k) for q, d in attacked if q.relevant]),
         "routed_degraded_queries": degraded,
     }
+
+
+@dataclass(frozen=True)
+class AttackRun:
+    """The figures of ``rampart eval attack`` and the models that produced them."""
+
+    figures: dict[str, Any]
+    reranker: str | None  # model id; None when reranking is off
+    fact_checker: str | None
+
+
+def measure_attack(
+    dataset: BeirDataset,
+    attacks: Sequence[AttackQuestion],
+    settings: RampartSettings,
+    cache_root: Path,
+    *,
+    embedder: Embedder,
+    k: int,
+    clean_limit: int | None,
+    routed: bool,
+    progress: Progress | None = None,
+) -> AttackRun:
+    """Plant the poison (:func:`poisoned_runtime`), run the questions through the stages as the
+    gateway runs them (:func:`run_attack`), and with ``routed`` through the adaptive pipeline too
+    (:func:`run_attack_routed`)."""
+    with poisoned_runtime(
+        dataset,
+        attacks,
+        settings,
+        cache_root,
+        embedder=embedder,
+        # the stages as the gateway runs them, reranking only when settings enable it
+        variant=Variant(rerank=settings.rerank.enabled, rerank_cache=100_000),
+        progress=progress,
+    ) as runtime:
+        reranker, checker = runtime.reranker, runtime.fact_checker
+        figures = run_attack(
+            dataset,
+            attacks,
+            runtime.search.retriever,
+            runtime.search.rerank,
+            runtime.search.factcheck,
+            settings,
+            k=k,
+            clean_limit=clean_limit,
+            progress=progress,
+        )
+        if routed:
+            figures |= run_attack_routed(
+                dataset, attacks, runtime.orchestrator, k=k, clean_limit=clean_limit, progress=progress
+            )
+    return AttackRun(
+        figures,
+        reranker=reranker.model_id if reranker else None,
+        fact_checker=checker.model_id if checker else None,
+    )
 
 
 def detection_scores(confusion: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -396,36 +396,15 @@ def run_factcheck_bench(
         raise RampartError(ErrorCode.FAILED_PRECONDITION, MISSING_REDIS)
     nonce = uuid.uuid4().hex[:8]
     n_workers = workers or settings.factcheck.celery.concurrency
-    levels = list(dict.fromkeys(concurrency))
     record: dict[str, Any] = {"nonce": nonce, "processes": {}}
-    rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rampart-bench-fc-")))
-        if redis_url is None:
-            server = RedisServer(work / "redis")
-            stack.callback(server.stop)
-            server.start()
-            record["processes"]["redis"] = {"pid": server.pid, "port": server.port}
-            broker, backend = server.url(0), server.url(1)
-        else:
-            broker = backend = redis_url
+        broker, backend = _start_redis(stack, work / "redis", redis_url, record)
         s = bench_settings(settings, broker, backend, f"rampart.factcheck.bench-{nonce}", n_workers)
         _ping(broker, s)
         if started:
             started(f"redis {redact_url(broker)}; starting {n_workers} worker process(es)")
-        worker = WorkerProcess(
-            broker_url=broker,
-            result_backend=backend,
-            models_dir=s.models_dir.absolute(),
-            work=work / "worker",
-            concurrency=n_workers,
-            hostname=f"bench-fc-{nonce}@localhost",
-            env=_worker_env(s),
-            inherit_env=True,
-        )
-        stack.callback(worker.stop)
-        worker.start(timeout_s=180.0)
-        record["processes"]["worker"] = {"pid": worker.pid, "children": worker.children()}
+        _start_worker(stack, s, broker, backend, work / "worker", nonce, record)
 
         in_process = InProcessFactChecker(embedder, s.factcheck)
         stack.callback(in_process.close)
@@ -433,44 +412,16 @@ def run_factcheck_bench(
         stack.callback(celery.close)
         cache = redis_client(cache_url(s.factcheck.celery), s.factcheck.celery)
         stack.callback(cache.close)
-        used: list[Check] = []
+        rounds = _Rounds(in_process, celery, cache, embedder, passages, stored_vectors, deadline_s, nonce)
         if redis_url is not None:  # leave a shared Redis as found (the bench's keys are all new)
-            stack.callback(_forget, cache, celery.model_id, used)
-
-        backends: list[tuple[str, FactChecker]] = [(INPROCESS, in_process), (CELERY, celery)]
-        plan = [(name, c) for name, _ in backends for c in levels]
-        with_cache = s.factcheck.celery.cache_ttl_s > 0
-        total = len(plan) + int(with_cache)
-
-        def checks_for(count: int, seed: int, tag: str) -> list[Check]:
-            built = build_checks(count, passages, seed=seed, tag=tag)
-            return with_vectors(built, embedder) if stored_vectors else built
-
-        for name, checker in backends:
-            warm = checks_for(max(levels), seed + 1, f"{nonce}-warm-{name}")
-            used += warm
-            warm_up(checker, warm, concurrency=max(levels), deadline_s=deadline_s)
-        cold: dict[int, list[Check]] = {}
-        for i, (name, c) in enumerate(plan):
-            batch = checks_for(checks, seed, f"{nonce}-{name}-c{c}")
-            used += batch
-            row: dict[str, Any] = {"backend": name, "concurrency": c}
-            if name == CELERY:
-                row["cached_before"] = cached_share(cache, celery.model_id, batch)
-                cold[c] = batch
-            checker = in_process if name == INPROCESS else celery
-            row.update(measure(checker, batch, concurrency=c, deadline_s=deadline_s))
-            rows.append(row)
-            if progress:
-                progress("bench factcheck", i + 1, total)
-        if with_cache:
-            c = levels[0]
-            row = {"backend": CELERY_CACHED, "concurrency": c}
-            row["cached_before"] = cached_share(cache, celery.model_id, cold[c])
-            row.update(measure(celery, cold[c], concurrency=c, deadline_s=deadline_s))
-            rows.append(row)
-            if progress:
-                progress("bench factcheck", total, total)
+            stack.callback(_forget, cache, celery.model_id, rounds.used)
+        rows = rounds.run(
+            list(dict.fromkeys(concurrency)),
+            checks,
+            seed,
+            with_cache=s.factcheck.celery.cache_ttl_s > 0,
+            progress=progress,
+        )
         record["settings"] = {
             **_settings_record(s, embedder, celery.model_id, deadline_s, seed),
             "stored_vectors": stored_vectors,
@@ -486,6 +437,99 @@ def run_factcheck_bench(
     record["rows"] = rows
     record["ratios"] = ratios(rows)
     return record
+
+
+def _start_redis(
+    stack: contextlib.ExitStack, work: Path, redis_url: str | None, record: dict[str, Any]
+) -> tuple[str, str]:
+    """The broker and result-backend URLs: ``redis_url`` for both, or a redis-server of our own
+    (stopped with ``stack``, noted in ``record``) with one database each."""
+    if redis_url is not None:
+        return redis_url, redis_url
+    server = RedisServer(work)
+    stack.callback(server.stop)
+    server.start()
+    record["processes"]["redis"] = {"pid": server.pid, "port": server.port}
+    return server.url(0), server.url(1)
+
+
+def _start_worker(
+    stack: contextlib.ExitStack,
+    s: RampartSettings,
+    broker: str,
+    backend: str,
+    work: Path,
+    nonce: str,
+    record: dict[str, Any],
+) -> None:
+    """A ``rampart worker`` on the bench's private queue, stopped with ``stack``, noted in ``record``."""
+    worker = WorkerProcess(
+        broker_url=broker,
+        result_backend=backend,
+        models_dir=s.models_dir.absolute(),
+        work=work,
+        concurrency=s.factcheck.celery.concurrency,
+        hostname=f"bench-fc-{nonce}@localhost",
+        env=_worker_env(s),
+        inherit_env=True,
+    )
+    stack.callback(worker.stop)
+    worker.start(timeout_s=180.0)
+    record["processes"]["worker"] = {"pid": worker.pid, "children": worker.children()}
+
+
+@dataclass
+class _Rounds:
+    """The timed part: both checkers warmed up, then one row per (backend, concurrency) on checks no
+    earlier row has seen, and the cache-hit row. ``used`` collects every check sent, so a shared
+    Redis can be cleaned of them."""
+
+    in_process: FactChecker
+    celery: FactChecker
+    cache: redis.Redis
+    embedder: Embedder
+    passages: int
+    stored_vectors: bool
+    deadline_s: float
+    nonce: str
+    used: list[Check] = field(default_factory=list)
+
+    def checks(self, count: int, seed: int, tag: str) -> list[Check]:
+        built = build_checks(count, self.passages, seed=seed, tag=tag)
+        batch = with_vectors(built, self.embedder) if self.stored_vectors else built
+        self.used += batch
+        return batch
+
+    def run(
+        self, levels: list[int], count: int, seed: int, *, with_cache: bool, progress: Progress | None
+    ) -> list[dict[str, Any]]:
+        backends: list[tuple[str, FactChecker]] = [(INPROCESS, self.in_process), (CELERY, self.celery)]
+        for name, checker in backends:
+            warm = self.checks(max(levels), seed + 1, f"{self.nonce}-warm-{name}")
+            warm_up(checker, warm, concurrency=max(levels), deadline_s=self.deadline_s)
+        plan = [(name, checker, c) for name, checker in backends for c in levels]
+        total = len(plan) + int(with_cache)
+        rows: list[dict[str, Any]] = []
+        cold: dict[int, list[Check]] = {}
+        for i, (name, checker, c) in enumerate(plan):
+            batch = self.checks(count, seed, f"{self.nonce}-{name}-c{c}")
+            row: dict[str, Any] = {"backend": name, "concurrency": c}
+            if name == CELERY:
+                row["cached_before"] = cached_share(self.cache, self.celery.model_id, batch)
+                cold[c] = batch
+            row.update(measure(checker, batch, concurrency=c, deadline_s=self.deadline_s))
+            rows.append(row)
+            if progress:
+                progress("bench factcheck", i + 1, total)
+        if with_cache:
+            c = levels[0]
+            row = {"backend": CELERY_CACHED, "concurrency": c}
+            row["cached_before"] = cached_share(self.cache, self.celery.model_id, cold[c])
+            row.update(measure(self.celery, cold[c], concurrency=c, deadline_s=self.deadline_s))
+            rows.append(row)
+            if progress:
+                progress("bench factcheck", total, total)
+        return rows
 
 
 def _forget(cache: redis.Redis, model_id: str, used: Sequence[Check]) -> None:

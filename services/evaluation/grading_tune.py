@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from services.common.settings import RampartSettings
 from services.evaluation.beir import load_beir, resolve_dataset
 from services.evaluation.runner import EVAL_PRINCIPAL, Progress, eval_runtime
 from services.evaluation.splits import QuerySplit, select_queries
+from services.models.grading_artifact import write_evaluator
 from services.orchestrator.corrective.config import GradingSettings
 from services.orchestrator.corrective.evaluator import FEATURES, Evaluator, build_evaluator
 from services.orchestrator.corrective.grading import features
@@ -219,6 +221,40 @@ def tune_grading(
     for name in sorted({c.dataset for c in cases}):
         rows[f"report {name}"] = report([c for c in held if c.dataset == name], evaluator, tuned)
     return GradingFit(cases, chosen, rows, evaluator, reranker_id, len(fit_cases), len(held))
+
+
+def save_evaluator(
+    tuned: GradingFit,
+    out_dir: Path,
+    settings: RampartSettings,
+    *,
+    sets: list[str],
+    queries: int,
+    k: int,
+    precision: float,
+    command: str,
+) -> Path:
+    """Write the fitted evaluator as an artifact (:mod:`services.models.grading_artifact`) with what it
+    was fitted on (the sets, the cases of each half, the command), its thresholds and its figures."""
+    return write_evaluator(
+        out_dir,
+        tuned.evaluator,
+        created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        command=command,
+        data={
+            "sets": sets,
+            "queries_per_set": queries,
+            "correct_when": f"a judged-relevant document in the top {k}",
+            "precision": precision,
+            "cases": {"all": len(tuned.cases), "fit": tuned.fit_cases, "report": tuned.report_cases},
+        },
+        thresholds={
+            "correct": tuned.chosen["correct_threshold"],
+            "incorrect": tuned.chosen["incorrect_threshold"],
+        },
+        figures=tuned.rows,
+        extra={"reranker": tuned.reranker_id, "calibration": list(settings.factcheck.calibration)},
+    )
 
 
 def answer_hit(text: str, answers: list[str]) -> bool:

@@ -21,11 +21,13 @@ from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal, ScoredChunk
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.metrics import evaluate_run_per_query, latency_summary
+from services.evaluation.report import EvalReport
+from services.evaluation.significance import standard_comparisons
 from services.ingest.service import Outcome
 from services.orchestrator.chain.retriever import ChainRetriever
 from services.orchestrator.chain.subqueries import build_proposer
 from services.orchestrator.runtime import Runtime, Variant
-from services.rerank.reranker import Reranker
+from services.rerank.reranker import Reranker, build_reranker
 from services.rerank.stage import Mode
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import SearchOutcome, SearchParams
@@ -84,24 +86,34 @@ class PipelineSpec:
             default = {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
             return cls(spec, default, settings.fusion.method, routed=True)
         if spec == "chain" or spec.startswith(("chain:", "chain@")):
-            head, _, hop_spec = spec.partition("@")
-            _, _, beams = head.partition(":")
-            try:
-                b = int(beams) if beams else settings.chain.beam_width
-            except ValueError:
-                raise invalid(f"bad beam count in pipeline {spec!r}; write e.g. chain:2") from None
-            if not 1 <= b <= 16:
-                raise invalid(f"beam count {b} in pipeline {spec!r} must be within [1, 16]")
-            hop = cls.parse(hop_spec or CHAIN_HOP_DEFAULT, settings)
-            if hop.chain_beams is not None:
-                raise invalid(f"pipeline {spec!r}: a chain's hop pipeline cannot be a chain")
-            return cls(spec, hop.weights, hop.method, hop.rerank, chain_beams=b)
+            return cls._parse_chain(spec, settings)
         for suffix, mode in RERANK_SUFFIXES.items():
             if spec.endswith(suffix):
                 first = cls.parse(spec.removesuffix(suffix), settings)
                 return cls(spec, first.weights, first.method, mode)  # type: ignore[arg-type]
         if "+" in spec:
             raise invalid(f"unknown stage in pipeline {spec!r}; append +rerank or +rerank-fused")
+        return cls._parse_first_stage(spec, settings)
+
+    @classmethod
+    def _parse_chain(cls, spec: str, settings: RampartSettings) -> PipelineSpec:
+        """``chain[:<beams>][@<hop pipeline>]``; the hop pipeline is any single-shot one."""
+        head, _, hop_spec = spec.partition("@")
+        _, _, beams = head.partition(":")
+        try:
+            b = int(beams) if beams else settings.chain.beam_width
+        except ValueError:
+            raise invalid(f"bad beam count in pipeline {spec!r}; write e.g. chain:2") from None
+        if not 1 <= b <= 16:
+            raise invalid(f"beam count {b} in pipeline {spec!r} must be within [1, 16]")
+        hop = cls.parse(hop_spec or CHAIN_HOP_DEFAULT, settings)
+        if hop.chain_beams is not None:
+            raise invalid(f"pipeline {spec!r}: a chain's hop pipeline cannot be a chain")
+        return cls(spec, hop.weights, hop.method, hop.rerank, chain_beams=b)
+
+    @classmethod
+    def _parse_first_stage(cls, spec: str, settings: RampartSettings) -> PipelineSpec:
+        """``bm25``, ``dense`` or ``hybrid-<method>[:<bm25 weight>]``, with no stage after it."""
         base, _, weight = spec.partition(":")
         if base == "bm25":
             return cls(spec, {"bm25": 1.0, "dense": 0.0}, FusionMethod.MINMAX)
@@ -114,21 +126,24 @@ class PipelineSpec:
                 raise invalid(
                     f"unknown fusion in pipeline {spec!r}; use hybrid-minmax, hybrid-zscore or hybrid-rrf"
                 ) from None
-            if weight:
-                try:
-                    w = float(weight)
-                except ValueError:
-                    raise invalid(f"bad weight in pipeline {spec!r}; write e.g. hybrid-minmax:0.4") from None
-                if not 0.0 <= w <= 1.0:
-                    raise invalid(f"weight {w} in pipeline {spec!r} must be within [0, 1]")
-                weights = {"bm25": w, "dense": 1.0 - w}
-            else:
-                weights = {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
-            return cls(spec, weights, method)
+            return cls(spec, _hybrid_weights(spec, weight, settings), method)
         raise invalid(
             f"unknown pipeline {spec!r}; choose from {', '.join(DEFAULT_PIPELINES)} (hybrid-*:W sets the "
             "BM25 weight), optionally +rerank / +rerank-fused, or chain[:B]"
         )
+
+
+def _hybrid_weights(spec: str, weight: str, settings: RampartSettings) -> dict[str, float]:
+    """The fusion weights a ``hybrid-*`` pipeline names (``:W`` is the BM25 weight), else the settings'."""
+    if not weight:
+        return {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
+    try:
+        w = float(weight)
+    except ValueError:
+        raise invalid(f"bad weight in pipeline {spec!r}; write e.g. hybrid-minmax:0.4") from None
+    if not 0.0 <= w <= 1.0:
+        raise invalid(f"weight {w} in pipeline {spec!r} must be within [0, 1]")
+    return {"bm25": w, "dense": 1.0 - w}
 
 
 def index_cache_key(dataset: BeirDataset, settings: RampartSettings, embedder: Embedder) -> str:
@@ -359,3 +374,53 @@ def evaluate_pipelines(
             }
         info = {**info, **runtime.index.stats()}
     return summary, per_query, info
+
+
+def eval_reranker(specs: Sequence[PipelineSpec], settings: RampartSettings) -> Reranker | None:
+    """The served reranker, loaded only when a pipeline reranks (``+rerank*``, or ``routed``)."""
+    if not any(s.rerank or s.routed for s in specs):
+        return None
+    return build_reranker(settings.rerank, settings.models_dir)
+
+
+def eval_report(
+    dataset: BeirDataset,
+    settings: RampartSettings,
+    specs: Sequence[PipelineSpec],
+    *,
+    summary: dict[str, dict[str, float]],
+    per_query: dict[str, dict[str, dict[str, float]]],
+    info: dict[str, int],
+    reranker: Reranker | None,
+    split: str,
+    command: str,
+) -> EvalReport:
+    """What ``rampart eval`` prints and writes for :func:`evaluate_pipelines`' results: the figures,
+    the paired tests between the pipelines, and what the index and the reranker were built with, so
+    a figure can be traced to its configuration."""
+    rerank_notes = (
+        {
+            "rerank": {
+                "model": reranker.model_id,
+                **settings.rerank.model_dump(mode="json", exclude={"triton"}),
+            }
+        }
+        if reranker
+        else {}
+    )
+    return EvalReport(
+        significance=standard_comparisons(per_query, specs),
+        corpus_sha256=dataset.content_hash(),
+        notes={
+            "index": info,
+            "chunking": settings.chunking.model_dump(mode="json"),
+            "bm25": {"k1": settings.index.bm25_k1, "b": settings.index.bm25_b},
+            **rerank_notes,
+        },
+        dataset=dataset.name,
+        split=split,
+        num_queries=len(dataset.queries),
+        num_docs=len(dataset.corpus),
+        command=command,
+        pipelines=summary,
+    )

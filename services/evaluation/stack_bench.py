@@ -37,7 +37,7 @@ import numpy as np
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
 from services.common.types import EVERYONE, Acl, Document, Principal
-from services.evaluation.beir import BeirDataset, iter_corpus
+from services.evaluation.beir import BeirDataset, iter_corpus, load_beir
 from services.evaluation.metrics import latency_ms_p50, latency_ms_p95
 from services.evaluation.runner import Progress
 
@@ -130,6 +130,14 @@ def folder_corpus(root: Path, docs: int) -> BenchCorpus:
             path=str(root),
         )
     return BenchCorpus(root.resolve().name, documents, list(SAMPLE_QUERIES))
+
+
+def bench_corpus(path: Path, docs: int, split: str) -> BenchCorpus:
+    """What ``rampart bench stack`` ingests and asks: a BEIR folder (it has ``corpus.jsonl``; queries
+    of its ``split``) or a folder of files, the first ``docs`` documents either way."""
+    if (path / "corpus.jsonl").exists():
+        return beir_corpus(load_beir(path, split), docs)
+    return folder_corpus(path, docs)
 
 
 def bench_principal(documents: Sequence[Document]) -> Principal:

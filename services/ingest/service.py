@@ -134,6 +134,30 @@ class IngestService:
     ) -> list[IngestResult]:
         started = time.perf_counter()
         results: dict[int, IngestResult] = {}
+        todo = self._admit_batch(docs, results)
+        writes = self._chunk_all(todo, results)
+        if writes:
+            self._write(writes, results, raise_unavailable)
+        ordered = [results[i] for i in range(len(docs))]
+        if on_done is not None:
+            for r in ordered:
+                on_done(r)
+        log.info(
+            "ingest batch",
+            extra={
+                "documents": len(docs),
+                "indexed": sum(r.outcome is Outcome.INDEXED for r in ordered),
+                "failed": sum(r.outcome in (Outcome.FAILED, Outcome.REJECTED) for r in ordered),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return ordered
+
+    def _admit_batch(
+        self, docs: Sequence[Document], results: dict[int, IngestResult]
+    ) -> list[tuple[int, _Prepared]]:
+        """The batch's documents to index, by position; a repeated id, a rejection or an unchanged
+        document gets its result in ``results`` instead."""
         todo: list[tuple[int, _Prepared]] = []
         seen: set[tuple[str, str]] = set()
         for i, doc in enumerate(docs):
@@ -149,8 +173,12 @@ class IngestService:
                 results[i] = rejection
             elif prepared is not None:
                 todo.append((i, prepared))
+        return todo
 
-        # Parse and chunk each document; failures are per document.
+    def _chunk_all(
+        self, todo: list[tuple[int, _Prepared]], results: dict[int, IngestResult]
+    ) -> list[tuple[int, Document, list[Chunk], str]]:
+        """Parse and chunk each document; a failure is that document's result, never the batch's."""
         writes: list[tuple[int, Document, list[Chunk], str]] = []
         for i, p in todo:
             try:
@@ -171,36 +199,29 @@ class IngestService:
             except Exception as exc:  # a parser/chunker bug must not lose the rest of the batch
                 log.exception("ingest failed", extra={"doc_id": p.doc.id, "tenant": p.doc.tenant})
                 results[i] = self._fail(p.doc, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        return writes
 
-        if writes:
-            try:
-                self._embed_and_write(writes)
-                for i, doc, chunks, _ in writes:
-                    results[i] = IngestResult(
-                        id=doc.id, version=doc.version, outcome=Outcome.INDEXED, chunks=len(chunks)
-                    )
-            except Exception as exc:
-                if raise_unavailable and isinstance(exc, RampartError) and exc.code in TRANSIENT_WRITE:
-                    raise
-                log.exception("index write failed", extra={"documents": len(writes)})
-                reason = exc.message if isinstance(exc, RampartError) else f"{type(exc).__name__}: {exc}"
-                for i, doc, _, _ in writes:
-                    results[i] = self._fail(doc, ErrorCode.UNAVAILABLE, f"index write failed: {reason}")
-
-        ordered = [results[i] for i in range(len(docs))]
-        if on_done is not None:
-            for r in ordered:
-                on_done(r)
-        log.info(
-            "ingest batch",
-            extra={
-                "documents": len(docs),
-                "indexed": sum(r.outcome is Outcome.INDEXED for r in ordered),
-                "failed": sum(r.outcome in (Outcome.FAILED, Outcome.REJECTED) for r in ordered),
-                "ms": round((time.perf_counter() - started) * 1000, 1),
-            },
-        )
-        return ordered
+    def _write(
+        self,
+        writes: list[tuple[int, Document, list[Chunk], str]],
+        results: dict[int, IngestResult],
+        raise_unavailable: bool,
+    ) -> None:
+        """Embed and write the chunked documents in one index write: all indexed, or all failed (a
+        transient failure re-raised when ``raise_unavailable``)."""
+        try:
+            self._embed_and_write(writes)
+            for i, doc, chunks, _ in writes:
+                results[i] = IngestResult(
+                    id=doc.id, version=doc.version, outcome=Outcome.INDEXED, chunks=len(chunks)
+                )
+        except Exception as exc:
+            if raise_unavailable and isinstance(exc, RampartError) and exc.code in TRANSIENT_WRITE:
+                raise
+            log.exception("index write failed", extra={"documents": len(writes)})
+            reason = exc.message if isinstance(exc, RampartError) else f"{type(exc).__name__}: {exc}"
+            for i, doc, _, _ in writes:
+                results[i] = self._fail(doc, ErrorCode.UNAVAILABLE, f"index write failed: {reason}")
 
     def _admit(self, doc: Document) -> tuple[_Prepared | None, IngestResult | None]:
         try:

@@ -31,12 +31,25 @@ def render_card(
     served: dict[str, dict[str, Any]],
     manifest: dict[str, Any],
 ) -> str:
-    counts: dict[str, int] = data["counts"]
+    """The card's sections in order, one function each below."""
     lines = [
         f"# Model card: {model_id}",
         "",
         f"Built {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} by `{command}`.",
         "",
+        *_what_it_is(config),
+        *_training_data(data, result),
+        *_training(config, result),
+        *_dev_metrics(served),
+        *_export_checks(manifest),
+        *_limits(config),
+        *_files(manifest),
+    ]
+    return "\n".join(lines)
+
+
+def _what_it_is(config: dict[str, Any]) -> list[str]:
+    return [
         "## What it is",
         "A 3-way claim/evidence classifier for the fact-check stage: input `[CLS] evidence [SEP] claim [SEP]`,",
         "output probabilities of SUPPORT (the evidence supports the claim), CONTRADICT (it refutes it) and NEI",
@@ -49,6 +62,12 @@ def render_card(
         ),
         "Served by `services/factcheck/contradiction.py` (onnxruntime int8, batches of 32).",
         "",
+    ]
+
+
+def _training_data(data: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    counts: dict[str, int] = data["counts"]
+    return [
         "## Training data (SciFact claims `train` only; `dev` for validation; `test` never read)",
         "| pairs | count |",
         "|---|---|",
@@ -67,6 +86,11 @@ def render_card(
         + (f"; limited to the first {data['limit']} pairs (smoke run)" if data.get("limit") else "")
         + f"; {result.get('dev_pairs')} dev pairs (SciFact claims `dev`, same construction, no synthetic).",
         "",
+    ]
+
+
+def _training(config: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    return [
         "## Training",
         "| setting | value |",
         "|---|---|",
@@ -83,8 +107,11 @@ def render_card(
             for h in result.get("history", [])
         ),
         "",
-        "## Dev metrics of the exported model (SciFact claims dev, as served)",
     ]
+
+
+def _dev_metrics(served: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["## Dev metrics of the exported model (SciFact claims dev, as served)"]
     if not served:
         lines += ["No dev set was given: no figures.", ""]
     for variant, report in served.items():
@@ -117,11 +144,17 @@ def render_card(
             + ".",
             "",
         ]
-    checks = manifest.get("checks", {})
-    lines += [
+    return [
+        *lines,
         "Dev picked the epoch kept, so these figures are slightly optimistic; there is no other labelled",
         "split (SciFact claims test has no public labels).",
         "",
+    ]
+
+
+def _export_checks(manifest: dict[str, Any]) -> list[str]:
+    checks = manifest.get("checks", {})
+    return [
         "## Export checks (torch vs ONNX on fixed and dev pairs)",
         *(f"- {key}: {value:.4g}" for key, value in checks.items()),
         "",
@@ -135,6 +168,11 @@ def render_card(
             if manifest.get("dev_int8_drift")
             else []
         ),
+    ]
+
+
+def _limits(config: dict[str, Any]) -> list[str]:
+    return [
         "## Limits",
         "- Trained on biomedical claims and abstracts (SciFact). How it transfers to Wikipedia-style or",
         "  enterprise passages, and to questions rather than claims, is unknown: measure before trusting it.",
@@ -142,6 +180,11 @@ def render_card(
         "- Synthetic contradictions are edits of real evidence; the model may learn their surface patterns.",
         f"- Inputs longer than {config.get('max_length')} tokens (evidence + claim) are truncated, evidence first.",
         "",
+    ]
+
+
+def _files(manifest: dict[str, Any]) -> list[str]:
+    return [
         "## Files",
         *(
             f"- `{info['file']}` ({name}), sha256 `{info['sha256'][:16]}…`"
@@ -150,4 +193,3 @@ def render_card(
         "- `tokenizer.json`, `manifest.json`",
         "",
     ]
-    return "\n".join(lines)

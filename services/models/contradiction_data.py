@@ -92,20 +92,12 @@ def load_claim_pairs(claims_dir: Path, split: str, *, seed: int) -> list[NliPair
             f"unknown SciFact split {split!r}; choose from {', '.join(TRAIN_SPLITS)}",
             split=split,
         )
-    claims_path = claims_dir / f"claims_{split}.jsonl"
+    rows = _read_jsonl(claims_dir / f"claims_{split}.jsonl")
     corpus_path = claims_dir / "corpus.jsonl"
-    rows = _read_jsonl(claims_path)
-    corpus = {str(d["doc_id"]): [str(s) for s in d.get("abstract", [])] for d in _read_jsonl(corpus_path)}
-
-    def abstract(claim_id: object, doc_id: str) -> list[str]:
-        if doc_id not in corpus:
-            raise RampartError(
-                ErrorCode.FAILED_PRECONDITION,
-                f"claim {claim_id!r} cites document {doc_id} missing from {corpus_path}",
-                path=str(corpus_path),
-            )
-        return corpus[doc_id]
-
+    corpus = _Abstracts(
+        corpus_path,
+        {str(d["doc_id"]): [str(s) for s in d.get("abstract", [])] for d in _read_jsonl(corpus_path)},
+    )
     pairs: list[NliPair] = []
     for row in rows:
         cid, claim = row["id"], str(row["claim"]).strip()
@@ -113,40 +105,78 @@ def load_claim_pairs(claims_dir: Path, split: str, *, seed: int) -> list[NliPair
         evidence: dict[str, list[dict[str, Any]]] = {
             str(k): v for k, v in (row.get("evidence") or {}).items()
         }
-        if not evidence:
-            cited = [str(d) for d in row.get("cited_doc_ids", [])]
-            docs = [d for d in cited if abstract(cid, d)]
-            if docs:
-                sents = abstract(cid, rng.choice(docs))
-                k = min(len(sents), rng.choice((1, 2)))
-                start = rng.randrange(len(sents) - k + 1)
-                premise = _join(sents[start : start + k])
-                if premise:
-                    pairs.append(NliPair(premise, claim, Label.NEI, "scifact:nei_cited"))
+        if evidence:
+            pairs += _evidence_pairs(cid, claim, evidence, corpus, rng)
             continue
-        seen: set[str] = set()
-        others: list[tuple[str, int]] = []  # (doc, sentence) in no evidence set of that doc
-        for doc_id, sets in evidence.items():
-            sents = abstract(cid, doc_id)
-            used: set[int] = set()
-            for ev in sets:
-                idx = sorted({int(i) for i in ev["sentences"]})
-                if any(i < 0 or i >= len(sents) for i in idx):
-                    raise RampartError(
-                        ErrorCode.FAILED_PRECONDITION,
-                        f"claim {cid!r}: evidence sentence {idx} out of range for document {doc_id} "
-                        f"({len(sents)} sentences) in {corpus_path}",
-                        path=str(corpus_path),
-                    )
-                used.update(idx)
-                premise = _join([sents[i] for i in idx])
-                if premise and premise not in seen:
-                    seen.add(premise)
-                    pairs.append(NliPair(premise, claim, Label(ev["label"]), "scifact"))
-            others += [(doc_id, i) for i in range(len(sents)) if i not in used and sents[i].strip()]
-        if others:
-            doc_id, i = rng.choice(others)
-            pairs.append(NliPair(corpus[doc_id][i].strip(), claim, Label.NEI, "scifact:nei_sentence"))
+        cited = [corpus.of(cid, str(d)) for d in row.get("cited_doc_ids", [])]
+        nei = _nei_cited_pair(claim, [sents for sents in cited if sents], rng)
+        if nei is not None:
+            pairs.append(nei)
+    return pairs
+
+
+@dataclass(frozen=True)
+class _Abstracts:
+    """The SciFact corpus: each document's abstract as sentences."""
+
+    path: Path
+    by_doc: dict[str, list[str]]
+
+    def of(self, claim_id: object, doc_id: str) -> list[str]:
+        """The abstract ``claim_id`` cites; a missing one is a broken download, named with the fix."""
+        if doc_id not in self.by_doc:
+            raise RampartError(
+                ErrorCode.FAILED_PRECONDITION,
+                f"claim {claim_id!r} cites document {doc_id} missing from {self.path}",
+                path=str(self.path),
+            )
+        return self.by_doc[doc_id]
+
+
+def _nei_cited_pair(claim: str, abstracts: list[list[str]], rng: random.Random) -> NliPair | None:
+    """NEI for a claim without evidence: 1-2 consecutive sentences of one of the abstracts it cites."""
+    if not abstracts:
+        return None
+    sents = rng.choice(abstracts)
+    k = min(len(sents), rng.choice((1, 2)))
+    start = rng.randrange(len(sents) - k + 1)
+    premise = _join(sents[start : start + k])
+    return NliPair(premise, claim, Label.NEI, "scifact:nei_cited") if premise else None
+
+
+def _evidence_pairs(
+    cid: object,
+    claim: str,
+    evidence: dict[str, list[dict[str, Any]]],
+    corpus: _Abstracts,
+    rng: random.Random,
+) -> list[NliPair]:
+    """One pair per distinct gold evidence set (its label), then one NEI: a sentence of an evidence
+    abstract that is in none of that document's evidence sets."""
+    pairs: list[NliPair] = []
+    seen: set[str] = set()
+    others: list[tuple[str, int]] = []  # (doc, sentence) in no evidence set of that doc
+    for doc_id, sets in evidence.items():
+        sents = corpus.of(cid, doc_id)
+        used: set[int] = set()
+        for ev in sets:
+            idx = sorted({int(i) for i in ev["sentences"]})
+            if any(i < 0 or i >= len(sents) for i in idx):
+                raise RampartError(
+                    ErrorCode.FAILED_PRECONDITION,
+                    f"claim {cid!r}: evidence sentence {idx} out of range for document {doc_id} "
+                    f"({len(sents)} sentences) in {corpus.path}",
+                    path=str(corpus.path),
+                )
+            used.update(idx)
+            premise = _join([sents[i] for i in idx])
+            if premise and premise not in seen:
+                seen.add(premise)
+                pairs.append(NliPair(premise, claim, Label(ev["label"]), "scifact"))
+        others += [(doc_id, i) for i in range(len(sents)) if i not in used and sents[i].strip()]
+    if others:
+        doc_id, i = rng.choice(others)
+        pairs.append(NliPair(corpus.by_doc[doc_id][i].strip(), claim, Label.NEI, "scifact:nei_sentence"))
     return pairs
 
 

@@ -31,7 +31,15 @@ from services.common.fs import swap_dir
 from services.models.build_deps import import_build_deps, quiet_loading
 from services.models.contradiction_data import Label, NliPair
 from services.models.pair_classifier import is_pair_classifier, load_pair_classifier
-from services.models.reranker_train import CHECKPOINT_DIR, STATE_FILE, load_base, save_checkpoint
+from services.models.reranker_train import (
+    CHECKPOINT_DIR,
+    STATE_FILE,
+    load_base,
+    load_optimiser_state,
+    optimiser_step,
+    save_checkpoint,
+    seed_run,
+)
 from services.rerank.pair_scorer import configure_tokenizer, length_batches, pad_batch
 
 LABELS: tuple[str, ...] = tuple(label.value for label in Label)  # SUPPORT, CONTRADICT, NEI
@@ -194,12 +202,8 @@ def train(
             ErrorCode.FAILED_PRECONDITION,
             "no training pairs; check the SciFact claims folder (claims_train.jsonl, corpus.jsonl)",
         )
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    if cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
+    seed_run(cfg.seed, cfg.threads, torch)
     out = Path(cfg.out_dir)
-    ckpt, best_dir = out / CHECKPOINT_DIR, out / BEST_DIR
     out.mkdir(parents=True, exist_ok=True)
     tokenizer_src = Tokenizer.from_file(str(tokenizer_file))
     tokenizer = configure_tokenizer(Tokenizer.from_str(tokenizer_src.to_str()), cfg.max_length)
@@ -207,8 +211,149 @@ def train(
     targets = [LABELS.index(p.label.value) for p in pairs]
     dev_gold = [LABELS.index(p.label.value) for p in dev]
     per_epoch = math.ceil(len(pairs) / cfg.batch_size)
-    total = cfg.epochs * per_epoch
 
+    run = _start(cfg, out, torch, transformers, per_epoch=per_epoch, dev_enc=dev_enc, dev_gold=dev_gold)
+    weights = class_weights(pairs)
+    step, stopped_by, seconds = run.train_steps(train_enc, targets, weights, progress)
+    best_metrics = _install_best(run, out / "hf")
+    tokenizer_src.save(str(out / "hf" / "tokenizer.json"))
+    tail = run.losses[-50:] or [math.nan]
+    return NliTrainResult(
+        steps=step,
+        pairs_seen=run.seen,
+        seconds=round(seconds, 1),
+        stopped_by=stopped_by,
+        train_pairs=len(pairs),
+        dev_pairs=len(dev),
+        class_weights={name: round(w, 4) for name, w in zip(LABELS, weights, strict=True)},
+        best_epoch=best_metrics.get("epoch"),
+        dev=best_metrics.get("report", {}),
+        history=run.history,
+        final_loss=sum(tail) / len(tail),
+        losses=run.losses,
+    )
+
+
+@dataclass
+class _NliRun:
+    """A training run between its first (or resumed) step and its last: what a checkpoint holds, and
+    where the best validated model is kept."""
+
+    cfg: NliTrainConfig
+    ckpt: Path
+    best_dir: Path
+    per_epoch: int  # steps per epoch: validation runs at each multiple
+    dev_enc: Sequence[Any]
+    dev_gold: Sequence[int]
+    torch: Any
+    transformers: Any
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    start_step: int = 0
+    losses: list[float] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)  # per validation: epoch, loss, macro_f1
+    earlier_s: float = 0.0  # training time spent before a resume, so the card reports the whole run
+    seen: int = 0  # training pairs read, resumes included
+
+    def train_steps(
+        self,
+        train_enc: Sequence[Any],
+        targets: Sequence[int],
+        weights: list[float],
+        progress: Progress | None,
+    ) -> tuple[int, str, float]:
+        """Steps up to ``epochs`` or until ``max_minutes`` is spent, validating after every epoch and
+        checkpointing as it goes; returns the last step, what stopped the run and the seconds trained."""
+        cfg, torch = self.cfg, self.torch
+        total = cfg.epochs * self.per_epoch
+        loss_fn = torch.nn.CrossEntropyLoss(weight=torch.tensor(weights, dtype=torch.float32))
+        stream = _stream([len(e.ids) for e in train_enc], cfg)
+        for _ in range(self.start_step):  # replay the data order up to the checkpoint (no model calls)
+            next(stream)
+        t0 = time.monotonic()
+        step, stopped_by = self.start_step, "epochs"
+        while step < total:
+            if (time.monotonic() - t0) / 60 > cfg.max_minutes:
+                stopped_by = "max_minutes"
+                break
+            batch = next(stream)
+            feeds = {k: torch.from_numpy(v) for k, v in pad_batch([train_enc[i] for i in batch]).items()}
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+                logits = self.model(**feeds).logits.float()
+            loss = loss_fn(logits, torch.tensor([targets[i] for i in batch]))
+            optimiser_step(loss, self.model, self.optimizer, self.scheduler, torch)
+            step += 1
+            self.seen += len(batch)
+            self.losses.append(float(loss.item()))
+            if progress:
+                progress(step, total, {"loss": sum(self.losses[-50:]) / len(self.losses[-50:])})
+            if step % self.per_epoch == 0:
+                self.validate(step)
+            if step % cfg.checkpoint_every == 0 or step == total:
+                self.checkpoint(step, self.earlier_s + time.monotonic() - t0)
+
+        seconds = self.earlier_s + time.monotonic() - t0
+        if step % self.per_epoch and (not self.history or self.history[-1]["step"] != step):
+            # cut short mid-epoch: the last weights get their chance too
+            self.validate(step)
+        if step > self.start_step:
+            self.checkpoint(step, seconds)
+        return step, stopped_by, seconds
+
+    def validate(self, step: int) -> None:
+        """Score dev now; keep the model in ``best_dir`` if it beats every earlier validation."""
+        if not self.dev_enc:
+            return
+        predicted = predict_torch(self.model, self.dev_enc, self.torch, bf16=self.cfg.bf16)
+        report = classification_report(self.dev_gold, predicted, LABELS)
+        tail = self.losses[-self.per_epoch :] or [math.nan]
+        self.history.append(
+            {
+                "epoch": round(step / self.per_epoch, 3),
+                "step": step,
+                "train_loss": round(sum(tail) / len(tail), 4),
+                "macro_f1": report["macro_f1"],
+                "accuracy": report["accuracy"],
+            }
+        )
+        if report["macro_f1"] >= max(h["macro_f1"] for h in self.history):
+            tmp = self.best_dir.with_name(self.best_dir.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            with quiet_loading(self.transformers):
+                self.model.save_pretrained(str(tmp))
+            (tmp / METRICS_FILE).write_text(
+                json.dumps({"epoch": self.history[-1]["epoch"], "report": report}), encoding="utf-8"
+            )
+            swap_dir(tmp, self.best_dir)
+
+    def checkpoint(self, step: int, seconds: float) -> None:
+        state = {
+            "step": step,
+            "losses": self.losses,
+            "seconds": seconds,
+            "history": self.history,
+            "pairs_seen": self.seen,
+        }
+        save_checkpoint(
+            self.model, self.optimizer, self.scheduler, self.ckpt, state, self.torch, self.transformers
+        )
+
+
+def _start(
+    cfg: NliTrainConfig,
+    out: Path,
+    torch: Any,
+    transformers: Any,
+    *,
+    per_epoch: int,
+    dev_enc: Sequence[Any],
+    dev_gold: Sequence[int],
+) -> _NliRun:
+    """The model, its optimiser and schedule: fresh from ``cfg.base`` (an earlier run's best dropped),
+    or as the checkpoint left them."""
+    ckpt, best_dir = out / CHECKPOINT_DIR, out / BEST_DIR
+    total = cfg.epochs * per_epoch
     state_file = ckpt / STATE_FILE
     resumed = state_file.is_file()
     if resumed and (ckpt.is_dir() and is_pair_classifier(ckpt)) != (cfg.head == "mean"):
@@ -232,106 +377,44 @@ def train(
     scheduler = transformers.get_linear_schedule_with_warmup(
         optimizer, max(1, int(cfg.warmup * total)), total
     )
-    start_step, losses, history, earlier_s, seen = 0, [], [], 0.0, 0
+    run = _NliRun(
+        cfg=cfg,
+        ckpt=ckpt,
+        best_dir=best_dir,
+        per_epoch=per_epoch,
+        dev_enc=dev_enc,
+        dev_gold=dev_gold,
+        torch=torch,
+        transformers=transformers,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+    )
     if resumed:
         saved = json.loads(state_file.read_text(encoding="utf-8"))
-        start_step, losses, history = int(saved["step"]), list(saved["losses"]), list(saved["history"])
-        earlier_s, seen = float(saved.get("seconds", 0.0)), int(saved.get("pairs_seen", 0))
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-        scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
+        run.start_step, run.losses, run.history = (
+            int(saved["step"]),
+            list(saved["losses"]),
+            list(saved["history"]),
+        )
+        run.earlier_s, run.seen = float(saved.get("seconds", 0.0)), int(saved.get("pairs_seen", 0))
+        load_optimiser_state(ckpt, optimizer, scheduler, torch)
     else:
         shutil.rmtree(best_dir, ignore_errors=True)  # an earlier run's best is not this run's
-    weights = class_weights(pairs)
-    loss_fn = torch.nn.CrossEntropyLoss(weight=torch.tensor(weights, dtype=torch.float32))
+    return run
 
-    def state(step: int, seconds: float) -> dict[str, Any]:
-        return {"step": step, "losses": losses, "seconds": seconds, "history": history, "pairs_seen": seen}
 
-    def validate(step: int) -> None:
-        """Score dev now; keep the model in ``best_dir`` if it beats every earlier validation."""
-        if not dev:
-            return
-        report = classification_report(dev_gold, predict_torch(model, dev_enc, torch, bf16=cfg.bf16), LABELS)
-        tail = losses[-per_epoch:] or [math.nan]
-        history.append(
-            {
-                "epoch": round(step / per_epoch, 3),
-                "step": step,
-                "train_loss": round(sum(tail) / len(tail), 4),
-                "macro_f1": report["macro_f1"],
-                "accuracy": report["accuracy"],
-            }
-        )
-        if report["macro_f1"] >= max(h["macro_f1"] for h in history):
-            tmp = best_dir.with_name(best_dir.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            with quiet_loading(transformers):
-                model.save_pretrained(str(tmp))
-            (tmp / METRICS_FILE).write_text(
-                json.dumps({"epoch": history[-1]["epoch"], "report": report}), encoding="utf-8"
-            )
-            swap_dir(tmp, best_dir)
-
-    stream = _stream([len(e.ids) for e in train_enc], cfg)
-    for _ in range(start_step):  # replay the data order up to the checkpoint (no model calls)
-        next(stream)
-    t0 = time.monotonic()
-    step, stopped_by = start_step, "epochs"
-    while step < total:
-        if (time.monotonic() - t0) / 60 > cfg.max_minutes:
-            stopped_by = "max_minutes"
-            break
-        batch = next(stream)
-        feeds = {k: torch.from_numpy(v) for k, v in pad_batch([train_enc[i] for i in batch]).items()}
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-            logits = model(**feeds).logits.float()
-        loss = loss_fn(logits, torch.tensor([targets[i] for i in batch]))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        seen += len(batch)
-        losses.append(float(loss.item()))
-        if progress:
-            progress(step, total, {"loss": sum(losses[-50:]) / len(losses[-50:])})
-        if step % per_epoch == 0:
-            validate(step)
-        if step % cfg.checkpoint_every == 0 or step == total:
-            seconds = earlier_s + time.monotonic() - t0
-            save_checkpoint(model, optimizer, scheduler, ckpt, state(step, seconds), torch, transformers)
-
-    seconds = earlier_s + time.monotonic() - t0
-    if step % per_epoch and (not history or history[-1]["step"] != step):
-        validate(step)  # cut short mid-epoch: the last weights get their chance too
-    if step > start_step:
-        save_checkpoint(model, optimizer, scheduler, ckpt, state(step, seconds), torch, transformers)
-    final = out / "hf"
+def _install_best(run: _NliRun, final: Path) -> dict[str, Any]:
+    """Put the best validated model in ``final`` (the last weights when there was no dev set); returns
+    its dev metrics (``{}`` without a dev set)."""
     shutil.rmtree(final, ignore_errors=True)
-    best_metrics: dict[str, Any] = {}
-    if (best_dir / METRICS_FILE).is_file():
-        shutil.copytree(best_dir, final)
-        best_metrics = json.loads((best_dir / METRICS_FILE).read_text(encoding="utf-8"))
-    else:  # no dev set: the last weights
-        with quiet_loading(transformers):
-            model.save_pretrained(str(final))
-    tokenizer_src.save(str(final / "tokenizer.json"))
-    tail = losses[-50:] or [math.nan]
-    return NliTrainResult(
-        steps=step,
-        pairs_seen=seen,
-        seconds=round(seconds, 1),
-        stopped_by=stopped_by,
-        train_pairs=len(pairs),
-        dev_pairs=len(dev),
-        class_weights={name: round(w, 4) for name, w in zip(LABELS, weights, strict=True)},
-        best_epoch=best_metrics.get("epoch"),
-        dev=best_metrics.get("report", {}),
-        history=history,
-        final_loss=sum(tail) / len(tail),
-        losses=losses,
-    )
+    if (run.best_dir / METRICS_FILE).is_file():
+        shutil.copytree(run.best_dir, final)
+        metrics: dict[str, Any] = json.loads((run.best_dir / METRICS_FILE).read_text(encoding="utf-8"))
+        return metrics
+    with quiet_loading(run.transformers):  # no dev set: the last weights
+        run.model.save_pretrained(str(final))
+    return {}
 
 
 def config_dict(cfg: NliTrainConfig) -> dict[str, Any]:

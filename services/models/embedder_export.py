@@ -131,12 +131,56 @@ def _resolve_source(source_dir: Path | None) -> Path:
 
 
 def _export(src: Path, out_dir: Path, work: Path, *, optimize: bool, say: Callable[[str], None]) -> None:
-    import numpy as np
-    import onnxruntime as ort
-
+    """Export, optionally fuse, check against torch, then install: nothing lands in ``out_dir`` unless
+    the exported graph reproduces torch."""
     torch, transformers = import_build_deps("exporting the embedder")
 
     say(f"embedder: loading {MODEL_ID} from {src}")
+    model, num_heads, hidden = _load_model(src, transformers)
+    raw = work / "raw.onnx"
+    check, expected = _to_onnx(model, raw, torch, say)
+    final = raw
+    fused: dict[str, int] = {}
+    if optimize:
+        final, fused = _fuse(raw, work / "optimized.onnx", num_heads, hidden, say)
+    diff = _self_check(final, check, expected)
+    manifest: dict[str, Any] = {
+        "model_id": MODEL_ID,
+        "dim": DIM,
+        "max_length": MAX_LENGTH,
+        "pooling": "mean",
+        "normalize": True,
+        "sha256": sha256_file(final),
+        "inputs": list(INPUT_NAMES),
+        "output": OUTPUT_NAME,
+        "opset": OPSET,
+        "optimized": optimize,
+        "fused_operators": fused,
+        "self_check_max_abs_diff": diff,
+        "source": {
+            "package": SOURCE_PACKAGE,
+            "version": _version(SOURCE_PACKAGE),
+            "model_sha256": sha256_file(src / "model.safetensors"),
+        },
+        "tools": {
+            name: _version(name) for name in ("torch", "transformers", "onnx", "onnxruntime", "tokenizers")
+        },
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+    # Install: model, tokenizer, then manifest last, each by atomic rename. A crash in between leaves
+    # a manifest whose hash does not match, so the next build redoes the work.
+    final.replace(out_dir / MODEL_FILE)
+    tok_tmp = work / TOKENIZER_FILE
+    shutil.copyfile(src / TOKENIZER_FILE, tok_tmp)
+    tok_tmp.replace(out_dir / TOKENIZER_FILE)
+    man_tmp = work / MANIFEST_FILE
+    man_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    man_tmp.replace(out_dir / MANIFEST_FILE)
+
+
+def _load_model(src: Path, transformers: Any) -> tuple[Any, int, int]:
+    """The transformer at ``src`` (no progress bar), its attention head count and hidden size."""
     config = transformers.AutoConfig.from_pretrained(str(src), local_files_only=True)
     bar_was_on = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
@@ -153,7 +197,12 @@ def _export(src: Path, out_dir: Path, work: Path, *, optimize: bool, say: Callab
             ErrorCode.FAILED_PRECONDITION,
             f"model at {src} has hidden_size={hidden}, expected {DIM} for {MODEL_ID}",
         )
+    return model, num_heads, hidden
 
+
+def _to_onnx(model: Any, raw: Path, torch: Any, say: Callable[[str], None]) -> tuple[Any, Any]:
+    """Trace ``model``'s last hidden state into ``raw``; returns inputs of another shape than the traced
+    one and torch's output on them, for the self-check."""
     module_base: Any = torch.nn.Module
 
     class _LastHiddenState(module_base):  # type: ignore[misc]
@@ -188,7 +237,6 @@ def _export(src: Path, out_dir: Path, work: Path, *, optimize: bool, say: Callab
     with torch.no_grad():
         expected = wrapper(*check).numpy()
 
-    raw = work / "raw.onnx"
     say(f"embedder: exporting to ONNX (opset {OPSET})")
     dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
     with torch.no_grad(), warnings.catch_warnings():
@@ -206,24 +254,33 @@ def _export(src: Path, out_dir: Path, work: Path, *, optimize: bool, say: Callab
             do_constant_folding=True,
             dynamo=False,
         )
+    return check, expected
 
-    final = raw
-    fused: dict[str, int] = {}
-    if optimize:
-        say("embedder: fusing attention/GELU/layer-norm with onnxruntime's BERT optimizer")
-        from onnxruntime.transformers.optimizer import optimize_model
 
-        # opt_level 0: graph fusions only, no hardware-specific onnxruntime rewrites baked into the file
-        # (the session applies ORT_ENABLE_ALL at load time on the serving machine).
-        optimized = optimize_model(
-            str(raw), model_type="bert", num_heads=num_heads, hidden_size=hidden, opt_level=0
-        )
-        fused = {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
-        final = work / "optimized.onnx"
-        optimized.save_model_to_file(str(final))
+def _fuse(
+    raw: Path, optimized_path: Path, num_heads: int, hidden: int, say: Callable[[str], None]
+) -> tuple[Path, dict[str, int]]:
+    """Fuse attention/GELU/layer-norm into ``optimized_path``; returns it and the fused operator counts."""
+    say("embedder: fusing attention/GELU/layer-norm with onnxruntime's BERT optimizer")
+    from onnxruntime.transformers.optimizer import optimize_model
 
-    # Self-check before installing anything: the exported graph must reproduce torch.
-    session = ort.InferenceSession(str(final), providers=["CPUExecutionProvider"])
+    # opt_level 0: graph fusions only, no hardware-specific onnxruntime rewrites baked into the file
+    # (the session applies ORT_ENABLE_ALL at load time on the serving machine).
+    optimized = optimize_model(
+        str(raw), model_type="bert", num_heads=num_heads, hidden_size=hidden, opt_level=0
+    )
+    fused = {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
+    optimized.save_model_to_file(str(optimized_path))
+    return optimized_path, fused
+
+
+def _self_check(model_file: Path, check: Any, expected: Any) -> float:
+    """Max |onnx - torch| over the unpadded positions; raises when the exported graph does not
+    reproduce torch (checked before anything is installed)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
     feeds = {n: t.numpy().astype(np.int64) for n, t in zip(INPUT_NAMES, check, strict=True)}
     got = session.run([OUTPUT_NAME], feeds)[0]
     valid = check[1].numpy().astype(bool)
@@ -235,42 +292,7 @@ def _export(src: Path, out_dir: Path, work: Path, *, optimize: bool, say: Callab
             "try optimize=False or check the torch/onnxruntime versions",
             max_abs_diff=diff,
         )
-    del session
-
-    digest = sha256_file(final)
-    manifest: dict[str, Any] = {
-        "model_id": MODEL_ID,
-        "dim": DIM,
-        "max_length": MAX_LENGTH,
-        "pooling": "mean",
-        "normalize": True,
-        "sha256": digest,
-        "inputs": list(INPUT_NAMES),
-        "output": OUTPUT_NAME,
-        "opset": OPSET,
-        "optimized": optimize,
-        "fused_operators": fused,
-        "self_check_max_abs_diff": diff,
-        "source": {
-            "package": SOURCE_PACKAGE,
-            "version": _version(SOURCE_PACKAGE),
-            "model_sha256": sha256_file(src / "model.safetensors"),
-        },
-        "tools": {
-            name: _version(name) for name in ("torch", "transformers", "onnx", "onnxruntime", "tokenizers")
-        },
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-    # Install: model, tokenizer, then manifest last, each by atomic rename. A crash in between leaves
-    # a manifest whose hash does not match, so the next build redoes the work.
-    final.replace(out_dir / MODEL_FILE)
-    tok_tmp = work / TOKENIZER_FILE
-    shutil.copyfile(src / TOKENIZER_FILE, tok_tmp)
-    tok_tmp.replace(out_dir / TOKENIZER_FILE)
-    man_tmp = work / MANIFEST_FILE
-    man_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    man_tmp.replace(out_dir / MANIFEST_FILE)
+    return diff
 
 
 def _version(dist: str) -> str | None:

@@ -16,7 +16,7 @@ def render_card(
     mined: dict[str, dict[str, float]],
     manifest: dict[str, Any],
 ) -> str:
-    val = result.get("val", {})
+    """The card's sections in order, one function each below."""
     lines = [
         f"# Model card: {model_id}",
         "",
@@ -25,6 +25,18 @@ def render_card(
         "## What it is",
         *_what_it_is(config),
         "",
+        *_training_data(result, mined, manifest),
+        *_training(config, result),
+        *_metrics(result, manifest),
+        *_files(manifest),
+    ]
+    return "\n".join(lines)
+
+
+def _training_data(
+    result: dict[str, Any], mined: dict[str, dict[str, float]], manifest: dict[str, Any]
+) -> list[str]:
+    lines = [
         "## Training data (training splits only)",
         "| source | queries (train) | avg hybrid negatives | avg HAC negatives |",
         "|---|---|---|---|",
@@ -50,6 +62,12 @@ def render_card(
         "  string are dropped (probable false negatives).",
         f"- Held out for validation: {result['val_groups']} queries (hash of source + id).",
         "",
+    ]
+    return lines
+
+
+def _training(config: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    lines = [
         "## Training",
         "| setting | value |",
         "|---|---|",
@@ -79,11 +97,17 @@ def render_card(
         f"Ran {result['steps']} steps ({result['pairs_seen']} pairs) in {result['seconds'] / 60:.1f} min, stopped by "
         f"{result['stopped_by']}; final loss (mean of last 50 steps) {result['final_loss']:.3f}.",
         "",
+    ]
+    return lines
+
+
+def _metrics(result: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    lines = [
         "## Metrics",
         "| metric | value |",
         "|---|---|",
     ]
-    for key, value in val.items():
+    for key, value in result.get("val", {}).items():
         lines.append(
             f"| {key} | {value:.4f} |" if isinstance(value, float) and value < 10 else f"| {key} | {value} |"
         )
@@ -100,12 +124,16 @@ def render_card(
         "models, logit + w·prior; per source as well as overall.",
         "Retrieval figures (nDCG@10 with the full pipeline) are in docs/benchmarks.md with their commands.",
         "",
-        "## Files",
     ]
+    return lines
+
+
+def _files(manifest: dict[str, Any]) -> list[str]:
+    lines = ["## Files"]
     for name, info in manifest.get("variants", {}).items():
         lines.append(f"- `{info['file']}` ({name}), sha256 `{info['sha256'][:16]}…`")
     lines += ["- `tokenizer.json`, `manifest.json`", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def _what_it_is(config: dict[str, Any]) -> list[str]:

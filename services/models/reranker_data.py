@@ -201,57 +201,15 @@ def _group_from_hits(
 ) -> MinedGroup:
     gold = [_norm(a) for a in answers if len(a.strip()) >= 2]
 
-    def is_false_negative(text: str) -> bool:
+    def plausible_negative(text: str) -> bool:
+        """False for a probable false negative: a text containing a gold answer string."""
         low = _norm(text)
-        return any(a in low for a in gold)
+        return not any(a in low for a in gold)
 
-    head = [h.fused for h in hits[:PRIOR_DEPTH]] or [0.0]
-    lo, hi = min(head), max(head)
-
-    def prior(h: ScoredChunk) -> float:
-        return 1.0 if hi - lo <= 1e-12 else min(1.0, max(0.0, (h.fused - lo) / (hi - lo)))
-
-    positives: dict[str, tuple[str, float]] = {}
-    for h in hits:  # best chunk of each relevant document
-        if h.chunk.doc_id in relevant and h.chunk.doc_id not in positives:
-            positives[h.chunk.doc_id] = (h.chunk.indexed_text, prior(h))
-    for doc_id in sorted(relevant - positives.keys()):  # not retrieved: its title + opening
-        doc = dataset.corpus.get(doc_id)
-        if doc is not None:
-            positives[doc_id] = (f"{doc.title}\n{' '.join(doc.text.split()[:200])}".strip(), 0.0)
-
-    hybrid_negs: list[str] = []
-    hybrid_priors: list[float] = []
-    seen: set[str] = set()
-    for h in hits:
-        d = h.chunk.doc_id
-        if d in relevant or d in seen:
-            continue
-        seen.add(d)
-        if len(seen) > HYBRID_NEG_RANKS:
-            break
-        if not is_false_negative(h.chunk.text):
-            hybrid_negs.append(h.chunk.indexed_text)
-            hybrid_priors.append(prior(h))
-
-    lexical = sorted(
-        (h for h in hits if h.scores.get("bm25") is not None), key=lambda h: -(h.scores["bm25"] or 0.0)
-    )
-    lexical = lexical[:HAC_BM25_TOP]
-    hac_negs: list[str] = []
-    hac_priors: list[float] = []
-    dense = sorted(h.scores.get("dense") or 0.0 for h in lexical)
-    if dense:
-        cut = dense[max(0, int(len(dense) * HAC_DENSE_QUANTILE) - 1)]
-        taken: set[str] = set()
-        for h in lexical:
-            d = h.chunk.doc_id
-            if d in relevant or d in taken or (h.scores.get("dense") or 0.0) > cut:
-                continue
-            taken.add(d)
-            if not is_false_negative(h.chunk.text):
-                hac_negs.append(h.chunk.indexed_text)
-                hac_priors.append(prior(h))
+    prior = _prior(hits)
+    positives = _positives(hits, relevant, dataset, prior)
+    hybrid_negs, hybrid_priors = _hybrid_negatives(hits, relevant, plausible_negative, prior)
+    hac_negs, hac_priors = _hac_negatives(hits, relevant, plausible_negative, prior)
     return MinedGroup(
         source,
         qid,
@@ -263,6 +221,86 @@ def _group_from_hits(
         hybrid_priors,
         hac_priors,
     )
+
+
+def _prior(hits: list[ScoredChunk]) -> Callable[[ScoredChunk], float]:
+    """A hit's fused score min-max normalised over the first PRIOR_DEPTH hits, clipped to [0, 1]: the
+    first-stage score the rerank stage sees at serving time."""
+    head = [h.fused for h in hits[:PRIOR_DEPTH]] or [0.0]
+    lo, hi = min(head), max(head)
+
+    def prior(h: ScoredChunk) -> float:
+        return 1.0 if hi - lo <= 1e-12 else min(1.0, max(0.0, (h.fused - lo) / (hi - lo)))
+
+    return prior
+
+
+def _positives(
+    hits: list[ScoredChunk], relevant: set[str], dataset: BeirDataset, prior: Callable[[ScoredChunk], float]
+) -> dict[str, tuple[str, float]]:
+    """(text, prior) per relevant document: its best retrieved chunk, else its title and opening."""
+    positives: dict[str, tuple[str, float]] = {}
+    for h in hits:  # best chunk of each relevant document
+        if h.chunk.doc_id in relevant and h.chunk.doc_id not in positives:
+            positives[h.chunk.doc_id] = (h.chunk.indexed_text, prior(h))
+    for doc_id in sorted(relevant - positives.keys()):  # not retrieved: its title + opening
+        doc = dataset.corpus.get(doc_id)
+        if doc is not None:
+            positives[doc_id] = (f"{doc.title}\n{' '.join(doc.text.split()[:200])}".strip(), 0.0)
+    return positives
+
+
+def _hybrid_negatives(
+    hits: list[ScoredChunk],
+    relevant: set[str],
+    plausible: Callable[[str], bool],
+    prior: Callable[[ScoredChunk], float],
+) -> tuple[list[str], list[float]]:
+    """The best chunk of each of the first HYBRID_NEG_RANKS non-relevant documents, with its prior."""
+    texts: list[str] = []
+    priors: list[float] = []
+    seen: set[str] = set()
+    for h in hits:
+        d = h.chunk.doc_id
+        if d in relevant or d in seen:
+            continue
+        seen.add(d)
+        if len(seen) > HYBRID_NEG_RANKS:
+            break
+        if plausible(h.chunk.text):
+            texts.append(h.chunk.indexed_text)
+            priors.append(prior(h))
+    return texts, priors
+
+
+def _hac_negatives(
+    hits: list[ScoredChunk],
+    relevant: set[str],
+    plausible: Callable[[str], bool],
+    prior: Callable[[ScoredChunk], float],
+) -> tuple[list[str], list[float]]:
+    """HAC negatives: among BM25's top HAC_BM25_TOP hits, one chunk per non-relevant document whose
+    dense score is in the bottom HAC_DENSE_QUANTILE (lexically close, semantically far)."""
+    lexical = sorted(
+        (h for h in hits if h.scores.get("bm25") is not None), key=lambda h: -(h.scores["bm25"] or 0.0)
+    )
+    lexical = lexical[:HAC_BM25_TOP]
+    texts: list[str] = []
+    priors: list[float] = []
+    dense = sorted(h.scores.get("dense") or 0.0 for h in lexical)
+    if not dense:
+        return texts, priors
+    cut = dense[max(0, int(len(dense) * HAC_DENSE_QUANTILE) - 1)]
+    taken: set[str] = set()
+    for h in lexical:
+        d = h.chunk.doc_id
+        if d in relevant or d in taken or (h.scores.get("dense") or 0.0) > cut:
+            continue
+        taken.add(d)
+        if plausible(h.chunk.text):
+            texts.append(h.chunk.indexed_text)
+            priors.append(prior(h))
+    return texts, priors
 
 
 def mined_groups(

@@ -179,22 +179,7 @@ def export_cross_encoder(
         split = local and is_split_encoder(source)
         # Rampart's own architectures carry their tokenizer.json (the split one: its pair template)
         own = split or (local and is_pair_classifier(source))
-        try:
-            model = load_torch_reranker(source)
-            hf_tokenizer = None if own else transformers.AutoTokenizer.from_pretrained(str(source))
-        except (OSError, ValueError) as exc:
-            raise RampartError(
-                ErrorCode.FAILED_PRECONDITION,
-                f"cannot load cross-encoder {source!s} ({exc}); pass a local folder with config.json, "
-                "weights and tokenizer files, or a hub name on a machine with network access",
-                source=str(source),
-            ) from exc
-        labels = _output_labels(model, split)
-        if len(labels) != len(task.labels or ("logit",)) or (task.labels and not _same_labels(labels, task)):
-            raise RampartError(
-                ErrorCode.FAILED_PRECONDITION,
-                f"{source!s} has {len(labels)} output labels ({', '.join(labels)}); {task.outputs_hint}",
-            )
+        model, hf_tokenizer = _load_for(task, source, split=split, own=own, transformers=transformers)
         tok_path = work / TOKENIZER_FILE
         if hf_tokenizer is None:
             shutil.copyfile(Path(source) / TOKENIZER_FILE, tok_path)
@@ -233,6 +218,30 @@ def export_cross_encoder(
     return out_dir
 
 
+def _load_for(
+    task: ExportTask, source: str | Path, *, split: bool, own: bool, transformers: Any
+) -> tuple[Any, Any]:
+    """The torch model at ``source`` and its Hugging Face tokenizer (``None`` for Rampart's own
+    architectures, which carry a tokenizer.json); refuses a model whose outputs are not ``task``'s."""
+    try:
+        model = load_torch_reranker(source)
+        hf_tokenizer = None if own else transformers.AutoTokenizer.from_pretrained(str(source))
+    except (OSError, ValueError) as exc:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"cannot load cross-encoder {source!s} ({exc}); pass a local folder with config.json, "
+            "weights and tokenizer files, or a hub name on a machine with network access",
+            source=str(source),
+        ) from exc
+    labels = _output_labels(model, split)
+    if len(labels) != len(task.labels or ("logit",)) or (task.labels and not _same_labels(labels, task)):
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"{source!s} has {len(labels)} output labels ({', '.join(labels)}); {task.outputs_hint}",
+        )
+    return model, hf_tokenizer
+
+
 def _output_labels(model: Any, split: bool) -> list[str]:
     """The model's output names in logit order (``LABEL_i`` when a Hugging Face config names none)."""
     if split:
@@ -262,16 +271,61 @@ def _install_variants(
     say: Callable[[str], None],
     task: ExportTask,
 ) -> None:
-    import numpy as np
+    """Export ``model``, check each variant against torch on ``task``'s pairs, move the variants and the
+    tokenizer into ``out_dir``, and record hashes and checks in ``work / 'variants.json'``."""
     from tokenizers import Tokenizer
 
-    from services.rerank.pair_scorer import PairScorer, configure_tokenizer, pad_batch
+    from services.rerank.pair_scorer import PairScorer, configure_tokenizer
 
     name = task.name
     pairs = list(task.check_pairs)
     tokenizer = configure_tokenizer(Tokenizer.from_file(str(tok_path)), max_length)
     uses_types = int(getattr(model.config, "type_vocab_size", 0) or 0) > 1
     input_names = ["input_ids", "attention_mask"] + (["token_type_ids"] if uses_types else [])
+    raw = work / "raw.onnx"
+    say(f"{name}: exporting to ONNX (opset {OPSET})")
+    expected = _trace(model, torch, tokenizer, pairs, input_names, raw)
+
+    def scores_of(path: Path) -> Any:
+        """One pair per call: dynamic int8 scales activations per batch, so this is batch-invariant."""
+        scorer = PairScorer.load(str(path), str(tok_path), max_length=max_length, batch_size=1)
+        return scorer.logits_pairs(pairs)
+
+    fp32, fused, diff = _fp32_graph(raw, work / "fused.onnx", model.config, expected, scores_of, name, say)
+    record: dict[str, Any] = {"fused_operators": fused, "variants": {}, "checks": {"fp32_max_abs_diff": diff}}
+    if "int8" in variants:
+        say(f"{name}: int8 dynamic quantisation (per-channel MatMul/Attention, embeddings)")
+        q8 = work / VARIANT_FILES["int8"]
+        _quantise_int8(fp32, q8)
+        figures, refused = task.int8_check(scores_of(q8), expected)
+        record["checks"].update(figures)
+        if refused:
+            raise RampartError(ErrorCode.INTERNAL, refused)
+        record["variants"]["int8"] = {"file": VARIANT_FILES["int8"], "sha256": sha256_file(q8)}
+        q8.replace(out_dir / VARIANT_FILES["int8"])
+    if "fp32" in variants:
+        record["variants"]["fp32"] = {"file": VARIANT_FILES["fp32"], "sha256": sha256_file(fp32)}
+        fp32.replace(out_dir / VARIANT_FILES["fp32"])
+    record["inputs"] = input_names
+    (work / "variants.json").write_text(json.dumps(record))
+    tok_path_out = out_dir / TOKENIZER_FILE
+    shutil.copyfile(tok_path, work / "tok.tmp")
+    (work / "tok.tmp").replace(tok_path_out)
+
+
+def _trace(
+    model: Any,
+    torch: Any,
+    tokenizer: Any,
+    pairs: list[tuple[str, str]],
+    input_names: list[str],
+    raw: Path,
+) -> Any:
+    """Trace ``model``'s logits into ``raw``; returns torch's logits on ``pairs`` (pairs, outputs), the
+    reference every variant is checked against."""
+    import numpy as np
+
+    from services.rerank.pair_scorer import pad_batch
 
     module_base: Any = torch.nn.Module
 
@@ -292,8 +346,6 @@ def _install_variants(
         expected = np.concatenate(rows).reshape(len(pairs), -1)
         feeds = pad_batch([tokenizer.encode(a, b) for a, b in pairs[:2]])
         dummy = tuple(torch.from_numpy(feeds[n][:2, :16].copy()) for n in input_names)
-    raw = work / "raw.onnx"
-    say(f"{name}: exporting to ONNX (opset {OPSET})")
     axes = {n: {0: "batch", 1: "sequence"} for n in input_names} | {OUTPUT_NAME: {0: "batch"}}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -308,28 +360,27 @@ def _install_variants(
             do_constant_folding=True,
             dynamo=False,
         )
+    return expected
+
+
+def _fp32_graph(
+    raw: Path,
+    fused_path: Path,
+    config: Any,
+    expected: Any,
+    scores_of: Callable[[Path], Any],
+    name: str,
+    say: Callable[[str], None],
+) -> tuple[Path, dict[str, int], float]:
+    """The fp32 graph to ship, its fused operator counts and its max logit difference from torch: the
+    BERT-fused graph when it matches torch, else the traced one; raises when neither does."""
+    import numpy as np
+
     fp32 = raw
     fused: dict[str, int] = {}
-    if model.config.model_type == "bert":
+    if config.model_type == "bert":
         say(f"{name}: fusing attention/GELU/layer-norm (onnxruntime BERT optimizer)")
-        from onnxruntime.transformers.optimizer import optimize_model
-
-        opt = optimize_model(
-            str(raw),
-            model_type="bert",
-            num_heads=int(model.config.num_attention_heads),
-            hidden_size=int(model.config.hidden_size),
-            opt_level=0,
-        )
-        fused = {k: int(v) for k, v in opt.get_fused_operator_statistics().items() if v}
-        fp32 = work / "fused.onnx"
-        opt.save_model_to_file(str(fp32))
-
-    def scores_of(path: Path) -> Any:
-        """One pair per call: dynamic int8 scales activations per batch, so this is batch-invariant."""
-        scorer = PairScorer.load(str(path), str(tok_path), max_length=max_length, batch_size=1)
-        return scorer.logits_pairs(pairs)
-
+        fp32, fused = _fuse(raw, fused_path, config)
     got = scores_of(fp32)
     diff = float(np.abs(got - expected).max())
     if fused and not diff < _FP32_TOLERANCE:
@@ -344,42 +395,46 @@ def _install_variants(
             ErrorCode.INTERNAL,
             f"exported {name} disagrees with torch (max abs diff {diff:.3g}); check torch/onnxruntime versions",
         )
-    record: dict[str, Any] = {"fused_operators": fused, "variants": {}, "checks": {"fp32_max_abs_diff": diff}}
-    if "int8" in variants:
-        say(f"{name}: int8 dynamic quantisation (per-channel MatMul/Attention, embeddings)")
-        import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+    return fp32, fused, diff
 
-        q8 = work / VARIANT_FILES["int8"]
-        quantize_dynamic(
-            str(fp32),
-            str(q8),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            # 7-bit weights: CPUs without VNNI (AVX2 only, e.g. the AMD EPYC this was measured on) sum
-            # u8*s8 products in int16 and saturate with 8-bit weights — there a 2-step test model's int8
-            # ranking fell to Spearman 0.78 against fp32; with reduce_range it passes the check
-            reduce_range=True,
-            # Attention and the embedding table too: MatMul alone leaves 58 MB of fp32 weights; all three
-            # give ~23 MB (the shipped artifact must stay under 30 MB) at a max logit drift of ~0.01; an
-            # unfused graph (the split architecture) holds its word embeddings in a Gather instead.
-            op_types_to_quantize=["MatMul", "Attention", "EmbedLayerNormalization", "Gather"],
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-        figures, refused = task.int8_check(scores_of(q8), expected)
-        record["checks"].update(figures)
-        if refused:
-            raise RampartError(ErrorCode.INTERNAL, refused)
-        record["variants"]["int8"] = {"file": VARIANT_FILES["int8"], "sha256": sha256_file(q8)}
-        q8.replace(out_dir / VARIANT_FILES["int8"])
-    if "fp32" in variants:
-        record["variants"]["fp32"] = {"file": VARIANT_FILES["fp32"], "sha256": sha256_file(fp32)}
-        fp32.replace(out_dir / VARIANT_FILES["fp32"])
-    record["inputs"] = input_names
-    (work / "variants.json").write_text(json.dumps(record))
-    tok_path_out = out_dir / TOKENIZER_FILE
-    shutil.copyfile(tok_path, work / "tok.tmp")
-    (work / "tok.tmp").replace(tok_path_out)
+
+def _fuse(raw: Path, fused_path: Path, config: Any) -> tuple[Path, dict[str, int]]:
+    """Fuse attention/GELU/layer-norm of a BERT graph into ``fused_path``; returns it and the fused
+    operator counts."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    opt = optimize_model(
+        str(raw),
+        model_type="bert",
+        num_heads=int(config.num_attention_heads),
+        hidden_size=int(config.hidden_size),
+        opt_level=0,
+    )
+    fused = {k: int(v) for k, v in opt.get_fused_operator_statistics().items() if v}
+    opt.save_model_to_file(str(fused_path))
+    return fused_path, fused
+
+
+def _quantise_int8(fp32: Path, q8: Path) -> None:
+    """Dynamic int8 quantisation of the fp32 graph into ``q8``."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        str(fp32),
+        str(q8),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        # 7-bit weights: CPUs without VNNI (AVX2 only, e.g. the AMD EPYC this was measured on) sum
+        # u8*s8 products in int16 and saturate with 8-bit weights — there a 2-step test model's int8
+        # ranking fell to Spearman 0.78 against fp32; with reduce_range it passes the check
+        reduce_range=True,
+        # Attention and the embedding table too: MatMul alone leaves 58 MB of fp32 weights; all three
+        # give ~23 MB (the shipped artifact must stay under 30 MB) at a max logit drift of ~0.01; an
+        # unfused graph (the split architecture) holds its word embeddings in a Gather instead.
+        op_types_to_quantize=["MatMul", "Attention", "EmbedLayerNormalization", "Gather"],
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
 
 
 def spearman(a: Any, b: Any) -> float:

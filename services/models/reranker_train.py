@@ -260,10 +260,7 @@ def train(
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION, "no training groups were mined; check the data folder"
         )
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    if cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
+    seed_run(cfg.seed, cfg.threads, torch)
     out = Path(cfg.out_dir)
     ckpt = out / CHECKPOINT_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -272,35 +269,86 @@ def train(
             ErrorCode.INVALID_ARGUMENT,
             f"unknown reranker architecture {cfg.architecture!r}; choose from {', '.join(ARCHITECTURES)}",
         )
-    split = cfg.architecture == "split"
     tokenizer_src = Tokenizer.from_file(str(tokenizer_file))
-    if split:
+    if cfg.architecture == "split":
         use_split_template(tokenizer_src)
     tokenizer = configure_tokenizer(Tokenizer.from_str(tokenizer_src.to_str()), cfg.max_length)
     train_groups, val_groups = split_groups(groups, cfg.val_fraction)
 
-    start_step = 0
-    state_file = ckpt / STATE_FILE
-    resumed = state_file.is_file()
-    if split:
-        source = ckpt if resumed else Path(cfg.base)
-        model = load_split_encoder(
-            source, split_layers=None if is_split_encoder(source) else cfg.split_layers
+    run = _start(cfg, ckpt, torch, transformers)
+    step, stopped_by, seconds = _train_steps(run, tokenizer, train_groups, progress)
+    weight = float(run.alpha.item()) if cfg.prior_weight is not None else None
+    val = validate(run.model, tokenizer, val_groups, torch, prior_weight=weight, bf16=cfg.bf16)
+    final = out / "hf"
+    with quiet_loading(transformers):  # the run's own progress bar is the one to watch
+        run.model.save_pretrained(str(final))
+    if weight is not None:
+        (final / FUSION_FILE).write_text(json.dumps({"first_stage_weight": weight}), encoding="utf-8")
+    tokenizer_src.save(str(final / "tokenizer.json"))
+    by_source: dict[str, int] = {}
+    for g in train_groups:
+        by_source[g.source] = by_source.get(g.source, 0) + 1
+    tail = run.losses[-50:] or [math.nan]
+    return TrainResult(
+        steps=step,
+        pairs_seen=step * cfg.groups_per_step * (1 + cfg.negatives),
+        seconds=round(seconds, 1),
+        stopped_by=stopped_by,
+        train_groups=len(train_groups),
+        val_groups=len(val_groups),
+        groups_by_source=by_source,
+        final_loss=sum(tail) / len(tail),
+        val=val,
+        losses=run.losses,
+    )
+
+
+def seed_run(seed: int, threads: int, torch: Any) -> None:
+    """Seed Python's and torch's generators (data order, head initialisation) and pin the thread count."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+
+@dataclass
+class _Run:
+    """A training run between its first (or resumed) step and its last: what a checkpoint holds."""
+
+    cfg: TrainConfig
+    ckpt: Path
+    torch: Any
+    transformers: Any
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    alpha: Any  # the learned weight of the first-stage prior (residual training; frozen otherwise)
+    start_step: int = 0
+    losses: list[float] = field(default_factory=list)
+    earlier_s: float = 0.0  # training time spent before a resume, so the card reports the whole run
+
+    def checkpoint(self, step: int, seconds: float) -> None:
+        save_checkpoint(
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            self.ckpt,
+            _state(step, self.losses, seconds, self.alpha),
+            self.torch,
+            self.transformers,
         )
-    else:
-        model = load_base(str(ckpt) if resumed else cfg.base, transformers)
-    if cfg.num_layers and not resumed:
-        truncate_layers(model, cfg.num_layers)
-    if cfg.zero_head and not resumed and not split:
-        with torch.no_grad():
-            model.classifier.weight.zero_()
-            model.classifier.bias.zero_()
-    model.train()
+
+
+def _start(cfg: TrainConfig, ckpt: Path, torch: Any, transformers: Any) -> _Run:
+    """The model, its optimiser and schedule: fresh from ``cfg.base``, or as the checkpoint left them."""
+    resumed = (ckpt / STATE_FILE).is_file()
+    model = _load_model(cfg, ckpt, resumed, torch, transformers)
     alpha = torch.nn.Parameter(
         torch.tensor(float(cfg.prior_weight or 0.0)), requires_grad=cfg.prior_weight is not None
     )
     # The split model's scoring head (a few hundred numbers on top of a trained encoder) moves with a
     # far larger step than the transformer, as the fusion weight does.
+    split = cfg.architecture == "split"
     head = [p for n, p in model.named_parameters() if not n.startswith("bert.")] if split else []
     head_ids = {id(p) for p in head}
     optimizer = torch.optim.AdamW(
@@ -315,17 +363,53 @@ def train(
     )
     warmup = max(1, int(cfg.warmup * cfg.max_steps))
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup, cfg.max_steps)
-    losses: list[float] = []
-    earlier_s = 0.0  # training time spent before a resume, so the card reports the whole run
+    run = _Run(
+        cfg=cfg,
+        ckpt=ckpt,
+        torch=torch,
+        transformers=transformers,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        alpha=alpha,
+    )
     if resumed:
-        state = json.loads(state_file.read_text(encoding="utf-8"))
-        start_step, losses = int(state["step"]), list(state["losses"])
-        earlier_s = float(state.get("seconds", 0.0))
+        state = json.loads((ckpt / STATE_FILE).read_text(encoding="utf-8"))
+        run.start_step, run.losses = int(state["step"]), list(state["losses"])
+        run.earlier_s = float(state.get("seconds", 0.0))
         with torch.no_grad():
             alpha.fill_(float(state.get("prior_weight", cfg.prior_weight or 0.0)))
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-        scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
+        load_optimiser_state(ckpt, optimizer, scheduler, torch)
+    return run
 
+
+def _load_model(cfg: TrainConfig, ckpt: Path, resumed: bool, torch: Any, transformers: Any) -> Any:
+    """The architecture ``cfg`` names, from the checkpoint when resuming, in training mode; a fresh one
+    is cut to ``num_layers`` and, with ``zero_head``, starts at logit 0."""
+    split = cfg.architecture == "split"
+    if split:
+        source = ckpt if resumed else Path(cfg.base)
+        model = load_split_encoder(
+            source, split_layers=None if is_split_encoder(source) else cfg.split_layers
+        )
+    else:
+        model = load_base(str(ckpt) if resumed else cfg.base, transformers)
+    if cfg.num_layers and not resumed:
+        truncate_layers(model, cfg.num_layers)
+    if cfg.zero_head and not resumed and not split:
+        with torch.no_grad():
+            model.classifier.weight.zero_()
+            model.classifier.bias.zero_()
+    model.train()
+    return model
+
+
+def _train_steps(
+    run: _Run, tokenizer: Any, groups: list[MinedGroup], progress: Progress | None
+) -> tuple[int, str, float]:
+    """Steps from the run's first to ``max_steps``, or until ``max_minutes`` is spent, checkpointing as
+    it goes; returns the last step, what stopped the run and the seconds trained (resumes included)."""
+    cfg, torch = run.cfg, run.torch
     group_size = 1 + cfg.negatives
     targets = torch.zeros(cfg.groups_per_step, dtype=torch.long)
     labels = torch.zeros(cfg.groups_per_step, group_size)
@@ -333,74 +417,52 @@ def train(
     bce = torch.nn.BCEWithLogitsLoss()
     ce = torch.nn.CrossEntropyLoss()
 
-    stream = _batches(train_groups, cfg)
-    for _ in range(start_step):  # replay the data order up to the checkpoint (cheap: no model calls)
+    stream = _batches(groups, cfg)
+    for _ in range(run.start_step):  # replay the data order up to the checkpoint (cheap: no model calls)
         next(stream)
     t0 = time.monotonic()
-    step, stopped_by = start_step, "max_steps"
+    step, stopped_by = run.start_step, "max_steps"
     while step < cfg.max_steps:
         if (time.monotonic() - t0) / 60 > cfg.max_minutes:
             stopped_by = "max_minutes"
             break
         inputs, priors = _step_inputs(tokenizer, next(stream), torch)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-            logits = model(**inputs).logits.float().view(cfg.groups_per_step, group_size)
+            logits = run.model(**inputs).logits.float().view(cfg.groups_per_step, group_size)
         if cfg.prior_weight is not None:
-            logits = logits + alpha * priors.view(cfg.groups_per_step, group_size)
+            logits = logits + run.alpha * priors.view(cfg.groups_per_step, group_size)
         loss = ce(logits, targets) + cfg.bce_weight * bce(logits, labels)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimiser_step(loss, run.model, run.optimizer, run.scheduler, torch)
         step += 1
-        losses.append(float(loss.item()))
+        run.losses.append(float(loss.item()))
         if progress:
-            progress(step, cfg.max_steps, {"loss": sum(losses[-50:]) / len(losses[-50:])})
+            progress(step, cfg.max_steps, {"loss": sum(run.losses[-50:]) / len(run.losses[-50:])})
         if step % cfg.checkpoint_every == 0 or step == cfg.max_steps:
-            save_checkpoint(
-                model,
-                optimizer,
-                scheduler,
-                ckpt,
-                _state(step, losses, earlier_s + time.monotonic() - t0, alpha),
-                torch,
-                transformers,
-            )
+            run.checkpoint(step, run.earlier_s + time.monotonic() - t0)
 
-    seconds = earlier_s + time.monotonic() - t0
-    if step > start_step:
-        save_checkpoint(
-            model, optimizer, scheduler, ckpt, _state(step, losses, seconds, alpha), torch, transformers
-        )
-    weight = float(alpha.item()) if cfg.prior_weight is not None else None
-    val = validate(model, tokenizer, val_groups, torch, prior_weight=weight, bf16=cfg.bf16)
-    final = out / "hf"
-    with quiet_loading(transformers):  # the run's own progress bar is the one to watch
-        model.save_pretrained(str(final))
-    if weight is not None:
-        (final / FUSION_FILE).write_text(json.dumps({"first_stage_weight": weight}), encoding="utf-8")
-    tokenizer_src.save(str(final / "tokenizer.json"))
-    by_source: dict[str, int] = {}
-    for g in train_groups:
-        by_source[g.source] = by_source.get(g.source, 0) + 1
-    tail = losses[-50:] or [math.nan]
-    return TrainResult(
-        steps=step,
-        pairs_seen=step * cfg.groups_per_step * group_size,
-        seconds=round(seconds, 1),
-        stopped_by=stopped_by,
-        train_groups=len(train_groups),
-        val_groups=len(val_groups),
-        groups_by_source=by_source,
-        final_loss=sum(tail) / len(tail),
-        val=val,
-        losses=losses,
-    )
+    seconds = run.earlier_s + time.monotonic() - t0
+    if step > run.start_step:
+        run.checkpoint(step, seconds)
+    return step, stopped_by, seconds
+
+
+def optimiser_step(loss: Any, model: Any, optimizer: Any, scheduler: Any, torch: Any) -> None:
+    """Backpropagate ``loss``, clip the gradient norm to 1, step the optimiser and the schedule."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def _state(step: int, losses: list[float], seconds: float, alpha: Any) -> dict[str, Any]:
     return {"step": step, "losses": losses, "seconds": seconds, "prior_weight": float(alpha.item())}
+
+
+def load_optimiser_state(ckpt: Path, optimizer: Any, scheduler: Any, torch: Any) -> None:
+    """Restore the optimiser's moments and the schedule's position from a checkpoint."""
+    optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+    scheduler.load_state_dict(torch.load(ckpt / "scheduler.pt", weights_only=True))
 
 
 def save_checkpoint(

@@ -7,10 +7,6 @@ from typing import Any
 
 def render_router_card(manifest: dict[str, Any]) -> str:
     """Markdown from the manifest ``rampart train router`` writes (so card and manifest agree)."""
-    cfg = manifest.get("config", {})
-    train = manifest.get("counts", {}).get("train", {})
-    heldout = manifest.get("counts", {}).get("heldout", {})
-    metrics = manifest.get("heldout_metrics", {})
     lines = [
         f"# Model card: {manifest.get('model_id')}",
         "",
@@ -20,6 +16,26 @@ def render_router_card(manifest: dict[str, Any]) -> str:
         str(manifest.get("command")),
         "```",
         "",
+        *_what_it_is(manifest),
+        *_training_data(manifest),
+        "",
+        "## Settings",
+        "| setting | value |",
+        "|---|---|",
+        *(f"| {key} | {value} |" for key, value in manifest.get("config", {}).items()),
+        "",
+        "## Held-out figures",
+        *_heldout_figures(manifest),
+        "",
+        "## Files",
+        "- `weights.npz`, `manifest.json`, `MODEL_CARD.md`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _what_it_is(manifest: dict[str, Any]) -> list[str]:
+    return [
         "## What it is",
         "The query router of the adaptive orchestrator (`services/orchestrator/routing/router.py`): two multinomial",
         "logistic regressions, one for AdaptiveRAG's query type (simple / conversational / complex) and one",
@@ -29,6 +45,13 @@ def render_router_card(manifest: dict[str, Any]) -> str:
         f"(x {manifest.get('embedding_scale')}).",
         "Weights are numpy arrays (`weights.npz`, loaded without pickle); serving needs no scikit-learn.",
         "",
+    ]
+
+
+def _training_data(manifest: dict[str, Any]) -> list[str]:
+    train = manifest.get("counts", {}).get("train", {})
+    heldout = manifest.get("counts", {}).get("heldout", {})
+    lines = [
         "## Training data (`services/models/router_data.py`; docs/routing.md)",
         "- HotpotQA-500 `train` half → complex (comparison → medium, bridge → high); NQ-open oracle",
         "  questions of the `train` hash half → simple/low; follow-ups derived from both (pronoun or",
@@ -46,45 +69,44 @@ def render_router_card(manifest: dict[str, Any]) -> str:
             lines.append(
                 f"| {key}: {name} | {train.get(key, {}).get(name, 0)} | {heldout.get(key, {}).get(name, 0)} |"
             )
-    lines += ["", "## Settings", "| setting | value |", "|---|---|"]
-    for key, value in cfg.items():
-        lines.append(f"| {key} | {value} |")
-    lines += ["", "## Held-out figures"]
-    if metrics:
+    return lines
+
+
+def _heldout_figures(manifest: dict[str, Any]) -> list[str]:
+    metrics = manifest.get("heldout_metrics", {})
+    if not metrics:
+        return ["Not measured (trained without a held-out part)."]
+    lines = [
+        f"{metrics.get('queries')} held-out queries, min_confidence {manifest.get('min_confidence')} "
+        f"({metrics.get('low_confidence_fallbacks')} fell back to conversational).",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| type accuracy | {metrics['type']['accuracy']:.4f} |",
+        f"| complexity accuracy | {metrics['complexity']['accuracy']:.4f} |",
+    ]
+    for head in ("type", "complexity"):
+        for name, d in metrics[head]["per_class"].items():
+            lines.append(
+                f"| {head} {name}: precision / recall | {d['precision']:.3f} / {d['recall']:.3f} "
+                f"({d['support']}) |"
+            )
+    for key in ("latency_ms_p50", "latency_ms_p95"):
+        if key in metrics:
+            lines.append(
+                f"| classify {key} (single query, embedding included, measured while training) | "
+                f"{metrics[key]} |"
+            )
+    for head in ("type", "complexity"):
+        confusion = metrics[head]["confusion"]
+        names = list(confusion)
         lines += [
-            f"{metrics.get('queries')} held-out queries, min_confidence {manifest.get('min_confidence')} "
-            f"({metrics.get('low_confidence_fallbacks')} fell back to conversational).",
             "",
-            "| figure | value |",
-            "|---|---|",
-            f"| type accuracy | {metrics['type']['accuracy']:.4f} |",
-            f"| complexity accuracy | {metrics['complexity']['accuracy']:.4f} |",
+            f"Confusion ({head}; rows gold, columns predicted):",
+            "",
+            "| gold \\ predicted | " + " | ".join(names) + " |",
+            "|---" * (len(names) + 1) + "|",
         ]
-        for head in ("type", "complexity"):
-            for name, d in metrics[head]["per_class"].items():
-                lines.append(
-                    f"| {head} {name}: precision / recall | {d['precision']:.3f} / {d['recall']:.3f} "
-                    f"({d['support']}) |"
-                )
-        for key in ("latency_ms_p50", "latency_ms_p95"):
-            if key in metrics:
-                lines.append(
-                    f"| classify {key} (single query, embedding included, measured while training) | "
-                    f"{metrics[key]} |"
-                )
-        for head in ("type", "complexity"):
-            confusion = metrics[head]["confusion"]
-            names = list(confusion)
-            lines += [
-                "",
-                f"Confusion ({head}; rows gold, columns predicted):",
-                "",
-                "| gold \\ predicted | " + " | ".join(names) + " |",
-                "|---" * (len(names) + 1) + "|",
-            ]
-            for gold, row in confusion.items():
-                lines.append(f"| {gold} | " + " | ".join(str(row[n]) for n in names) + " |")
-    else:
-        lines.append("Not measured (trained without a held-out part).")
-    lines += ["", "## Files", "- `weights.npz`, `manifest.json`, `MODEL_CARD.md`", ""]
-    return "\n".join(lines)
+        for gold, row in confusion.items():
+            lines.append(f"| {gold} | " + " | ".join(str(row[n]) for n in names) + " |")
+    return lines

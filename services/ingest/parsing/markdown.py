@@ -81,7 +81,7 @@ class _Converter:
         else:
             self.builder.add(text)
 
-    def feed(self, tokens: list[Token]) -> None:
+    def feed(self, tokens: list[Token]) -> None:  # noqa: C901, PLR0912  # one branch per markdown-it token type
         for token in tokens:
             kind = token.type
             if kind == "heading_open":

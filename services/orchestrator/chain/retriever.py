@@ -36,7 +36,13 @@ from services.common.types import ScoredChunk
 from services.common.words import terms
 from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.named_titles import linked_next, linked_second, named_first, named_pair
-from services.orchestrator.chain.subqueries import HeuristicProposer, Proposer, coverage, passage_text
+from services.orchestrator.chain.subqueries import (
+    HeuristicProposer,
+    Proposal,
+    Proposer,
+    coverage,
+    passage_text,
+)
 from services.orchestrator.plan import Searcher
 from services.retrieval.hybrid import SearchOutcome
 
@@ -104,6 +110,60 @@ def stand_apart(hits: Sequence[ScoredChunk], ratio: float) -> bool:
     return spread > 0 and hits[1].fused - hits[2].fused >= ratio * spread
 
 
+class _Calls:
+    """One question's retrieval calls, memoised by normalised sub-query (a repeat costs nothing), with
+    the degradations they reported, every hop tried, and the pool of results whose titles a proposer
+    may link to."""
+
+    def __init__(self, searcher: Searcher, trace_content: bool) -> None:
+        self.searcher = searcher
+        self.trace_content = trace_content
+        self.memo: dict[str, SearchOutcome] = {}
+        self.degraded: list[str] = []
+        self.explored: list[Hop] = []
+        self.pool: list[ScoredChunk] = []
+        self.pooled: set[str] = set()
+
+    @property
+    def count(self) -> int:
+        """Retrieval calls spent (distinct sub-queries)."""
+        return len(self.memo)
+
+    def search(self, query: str, step: int, beam: int) -> SearchOutcome:
+        key = " ".join(query.lower().split())
+        with stage_span(
+            "rampart.chain.hop",
+            step=step,
+            beam=beam,
+            cached=key in self.memo,
+            **content_attributes(self.trace_content, sub_query=query),
+        ) as span:
+            if key not in self.memo:
+                self.memo[key] = self.searcher(query)
+                self.degraded.extend(d for d in self.memo[key].degraded if d not in self.degraded)
+            span.set_attribute("hits", len(self.memo[key].hits))
+            return self.memo[key]
+
+    def pool_from(self, first: Sequence[ScoredChunk]) -> None:
+        """Start the pool with step 1's reranked head."""
+        self.pool = list(first[:POOL_DEPTH])
+        self.pooled = {h.chunk.chunk_id for h in self.pool}
+
+    def add_to_pool(self, hits: Sequence[ScoredChunk]) -> None:
+        """Add a hop's head results the pool does not hold yet."""
+        for h in hits[:POOL_DEPTH]:
+            if h.chunk.chunk_id not in self.pooled:
+                self.pooled.add(h.chunk.chunk_id)
+                self.pool.append(h)
+
+
+def _gained(grown: Sequence[_Beam], parents: Sequence[_Beam]) -> bool:
+    """Whether some grown chain covers more of the question than the chain it grew from."""
+    return any(
+        c.coverage > parent.coverage + 1e-9 for c in grown for parent in parents if parent.hops == c.hops[:-1]
+    )
+
+
 class ChainRetriever:
     """Beam search over retrieval chains; one instance serves many queries (it keeps no state)."""
 
@@ -146,45 +206,18 @@ class ChainRetriever:
     # ---- the search ------------------------------------------------------------------------------
     def _run(self, question: str) -> ChainResult:
         s = self.settings
-        memo: dict[str, SearchOutcome] = {}
-        explored: list[Hop] = []
-        degraded: list[str] = []
-
-        def search(query: str, step: int, beam: int) -> SearchOutcome:
-            key = " ".join(query.lower().split())
-            with stage_span(
-                "rampart.chain.hop",
-                step=step,
-                beam=beam,
-                cached=key in memo,
-                **content_attributes(self.trace_content, sub_query=query),
-            ) as span:
-                if key not in memo:
-                    memo[key] = self.searcher(query)
-                    degraded.extend(d for d in memo[key].degraded if d not in degraded)
-                span.set_attribute("hits", len(memo[key].hits))
-                return memo[key]
-
-        first = search(question, 1, 0).hits
+        calls = _Calls(self.searcher, self.trace_content)
+        first = calls.search(question, 1, 0).hits
         if not first:
-            return ChainResult([], [], 0.0, len(memo), 1, "empty", explored, degraded)
-        pool = list(first[:POOL_DEPTH])
-        pooled = {h.chunk.chunk_id for h in pool}
-        beams: list[_Beam] = []
-        for i, lead in enumerate(first[: s.beam_width]):
-            hits = (lead, *[h for h in first[: s.hop_k] if h.chunk.chunk_id != lead.chunk.chunk_id])
-            hop = Hop(question, 1, i, [h.chunk.chunk_id for h in hits], 0.0)
-            beams.append(self._extend(None, i, question, hop, hits, relevance(lead)))
-        explored += [b.hops[-1] for b in beams]
+            return ChainResult([], [], 0.0, calls.count, 1, "empty", calls.explored, calls.degraded)
+        calls.pool_from(first)
+        beams = self._first_beams(question, first)
+        calls.explored += [b.hops[-1] for b in beams]
         finished: list[_Beam] = []
-        stopped, step = "max_steps", 1
-        # The top two hold every question term and both look relevant: a two-passage answer is there.
-        if coverage(question, first[:2]) >= s.stop_score and all(relevance(h) >= 0.5 for h in first[:2]):
-            beams, stopped = beams[:1], "covered"
-        elif s.apart_ratio is not None and stand_apart(first, s.apart_ratio):
-            beams, stopped = beams[:1], "apart"
-        elif named_pair(question, first) is not None:
-            beams, stopped = beams[:1], "named"
+        step = 1
+        stopped = self._settled_at_step_one(question, first) or "max_steps"
+        if stopped != "max_steps":
+            beams = beams[:1]
         while stopped == "max_steps":
             best = max(beams + finished, key=lambda b: b.score)
             if best.score >= s.stop_score:
@@ -193,46 +226,15 @@ class ChainRetriever:
             if step >= s.max_steps:
                 break
             step += 1
-            candidates = []
-            for beam in beams:
-                proposals = self.proposer.propose(
-                    question, beam.leads, pool, limit=s.beam_width, exclude=beam.asked
-                )
-                candidates += [
-                    (beam.score + p.prior, beam, p)
-                    for p in proposals
-                    if p.prior >= s.min_prior and has_words(p.text)  # a wordless one cannot be searched
-                ]
+            candidates = self._candidates(question, beams, calls.pool)
             if not candidates:
                 stopped = "no_proposals"
                 break
-            candidates.sort(key=lambda c: -c[0])
-            grown: list[_Beam] = []
-            for _, beam, p in candidates[: s.beam_width]:
-                outcome = search(p.text, step, beam.index)
-                # The hop's lead is its best passage that is not a lead yet (it may have been a lower
-                # result of an earlier hop: the sub-query promotes it); the rest is context.
-                leads = {h.chunk.chunk_id for h in beam.leads}
-                new = tuple(h for h in outcome.hits if h.chunk.chunk_id not in leads)[: s.hop_k]
-                for h in outcome.hits[:POOL_DEPTH]:
-                    if h.chunk.chunk_id not in pooled:
-                        pooled.add(h.chunk.chunk_id)
-                        pool.append(h)
-                if not new:
-                    continue
-                hop = Hop(p.text, step, len(grown), [h.chunk.chunk_id for h in new], 0.0, p.kind)
-                child = self._extend(beam, len(grown), question, hop, new, relevance(new[0]))
-                explored.append(child.hops[-1])
-                grown.append(child)
+            grown = self._grow(question, candidates, step, calls)
             if not grown:
                 stopped = "no_new_evidence"
                 break
-            gained = any(
-                c.coverage > parent.coverage + 1e-9
-                for c in grown
-                for parent in beams
-                if parent.hops == c.hops[:-1]
-            )
+            gained = _gained(grown, beams)
             finished = sorted(finished + beams, key=lambda b: -b.score)[: s.beam_width]
             beams = sorted(grown, key=lambda b: -b.score)[: s.beam_width]
             if not gained:
@@ -244,12 +246,76 @@ class ChainRetriever:
             hits=_ranked(question, best, first),
             hops=list(best.hops),
             score=best.score,
-            calls=len(memo),
+            calls=calls.count,
             steps=step,
             stopped=stopped,
-            explored=explored,
-            degraded=degraded,
+            explored=calls.explored,
+            degraded=calls.degraded,
         )
+
+    def _first_beams(self, question: str, first: Sequence[ScoredChunk]) -> list[_Beam]:
+        """Step 1: each of the best ``beam_width`` results leads a beam of its own, with the rest of the
+        top ``hop_k`` as its context (so a wrong top-1 does not doom the chain)."""
+        s = self.settings
+        beams: list[_Beam] = []
+        for i, lead in enumerate(first[: s.beam_width]):
+            hits = (lead, *[h for h in first[: s.hop_k] if h.chunk.chunk_id != lead.chunk.chunk_id])
+            hop = Hop(question, 1, i, [h.chunk.chunk_id for h in hits], 0.0)
+            beams.append(self._extend(None, i, question, hop, hits, relevance(lead)))
+        return beams
+
+    def _settled_at_step_one(self, question: str, first: Sequence[ScoredChunk]) -> str | None:
+        """Why step 1 already holds the answer (``covered``, ``apart``, ``named``), or None to go on."""
+        s = self.settings
+        # The top two hold every question term and both look relevant: a two-passage answer is there.
+        if coverage(question, first[:2]) >= s.stop_score and all(relevance(h) >= 0.5 for h in first[:2]):
+            return "covered"
+        if s.apart_ratio is not None and stand_apart(first, s.apart_ratio):
+            return "apart"
+        if named_pair(question, first) is not None:
+            return "named"
+        return None
+
+    def _candidates(
+        self, question: str, beams: Sequence[_Beam], pool: Sequence[ScoredChunk]
+    ) -> list[tuple[float, _Beam, Proposal]]:
+        """Every live beam's proposals worth a call (prior at least ``min_prior``, words to search),
+        best first by beam score + proposal prior."""
+        s = self.settings
+        candidates: list[tuple[float, _Beam, Proposal]] = []
+        for beam in beams:
+            proposals = self.proposer.propose(
+                question, beam.leads, pool, limit=s.beam_width, exclude=beam.asked
+            )
+            candidates += [
+                (beam.score + p.prior, beam, p)
+                for p in proposals
+                if p.prior >= s.min_prior and has_words(p.text)  # a wordless one cannot be searched
+            ]
+        candidates.sort(key=lambda c: -c[0])
+        return candidates
+
+    def _grow(
+        self, question: str, candidates: Sequence[tuple[float, _Beam, Proposal]], step: int, calls: _Calls
+    ) -> list[_Beam]:
+        """One call for each of the best ``beam_width`` candidates; each call extends its beam by the
+        best passage it found that is not a lead yet (none found: that beam does not grow)."""
+        s = self.settings
+        grown: list[_Beam] = []
+        for _, beam, p in candidates[: s.beam_width]:
+            outcome = calls.search(p.text, step, beam.index)
+            # The hop's lead is its best passage that is not a lead yet (it may have been a lower
+            # result of an earlier hop: the sub-query promotes it); the rest is context.
+            leads = {h.chunk.chunk_id for h in beam.leads}
+            new = tuple(h for h in outcome.hits if h.chunk.chunk_id not in leads)[: s.hop_k]
+            calls.add_to_pool(outcome.hits)
+            if not new:
+                continue
+            hop = Hop(p.text, step, len(grown), [h.chunk.chunk_id for h in new], 0.0, p.kind)
+            child = self._extend(beam, len(grown), question, hop, new, relevance(new[0]))
+            calls.explored.append(child.hops[-1])
+            grown.append(child)
+        return grown
 
     def _extend(
         self,

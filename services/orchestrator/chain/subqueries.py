@@ -153,35 +153,51 @@ class HeuristicProposer:
     ) -> list[Proposal]:
         if limit <= 0 or not evidence:
             return []
-        q_norm = f" {_norm(question)} "
-        q_terms = set(terms(question))
+        bridges = _Bridges(question, evidence, exclude)
+        bridges.add_question_entities(question, evidence)
+        bridges.add_links_and_spans(evidence, pool)
+        return bridges.ranked(evidence)[:limit]
+
+
+class _Bridges:
+    """One proposal per bridge, the best prior kept; a bridge already followed, one the question names
+    or one that adds no question-foreign term is no bridge."""
+
+    def __init__(self, question: str, evidence: Sequence[ScoredChunk], exclude: Iterable[str]) -> None:
+        self.q_norm = f" {_norm(question)} "
+        self.q_terms = set(terms(question))
         seen_titles = {_norm(clean_title(h.chunk.title)) for h in evidence if h.chunk.title}
-        skip = {_norm(e) for e in exclude} | seen_titles
-        unresolved = unresolved_words(question, evidence)
-        best: dict[str, Proposal] = {}
+        self.skip = {_norm(e) for e in exclude} | seen_titles
+        self.unresolved = unresolved_words(question, evidence)
+        self.best: dict[str, Proposal] = {}
 
-        def sub_query(bridge: str) -> str:
-            own = set(words(bridge))
-            tail = [w for w in unresolved if w not in own][:MAX_UNRESOLVED]
-            return " ".join(f"{bridge} {' '.join(tail)}".split()[:MAX_SUBQUERY_WORDS])
+    def sub_query(self, bridge: str) -> str:
+        """The bridge and the unresolved question words it does not hold, as a short search query."""
+        own = set(words(bridge))
+        tail = [w for w in self.unresolved if w not in own][:MAX_UNRESOLVED]
+        return " ".join(f"{bridge} {' '.join(tail)}".split()[:MAX_SUBQUERY_WORDS])
 
-        def add(bridge: str, prior: float, kind: str) -> None:
-            key = _norm(bridge)
-            if not key or key in skip or f" {key} " in q_norm or not set(terms(bridge)) - q_terms:
-                return
-            if key not in best or best[key].prior < prior:
-                best[key] = Proposal(sub_query(bridge), bridge, round(prior, 4), kind)
+    def add(self, bridge: str, prior: float, kind: str) -> None:
+        key = _norm(bridge)
+        if not key or key in self.skip or f" {key} " in self.q_norm or not set(terms(bridge)) - self.q_terms:
+            return
+        if key not in self.best or self.best[key].prior < prior:
+            self.best[key] = Proposal(self.sub_query(bridge), bridge, round(prior, 4), kind)
 
-        # Question entities no evidence mentions: the other side of a comparison, a second constraint.
+    def add_question_entities(self, question: str, evidence: Sequence[ScoredChunk]) -> None:
+        """Question entities no evidence mentions: the other side of a comparison, a second constraint."""
         evidence_norm = f" {' '.join(_norm(passage_text(h)) for h in evidence)} "
-        open_terms = set(terms(" ".join(unresolved)))
+        open_terms = set(terms(" ".join(self.unresolved)))
         for span in _spans(question):
             key = _norm(span)
             if key and f" {key} " not in evidence_norm and set(terms(span)) & open_terms:
                 # one capitalised word is as often a place or a nationality as the entity sought
                 prior = 0.95 if " " in span else 0.6
-                best.setdefault(key, Proposal(sub_query(span), span, prior, "question-entity"))
+                self.best.setdefault(key, Proposal(self.sub_query(span), span, prior, "question-entity"))
 
+    def add_links_and_spans(self, evidence: Sequence[ScoredChunk], pool: Sequence[ScoredChunk]) -> None:
+        """Titles of retrieved passages the evidence mentions (links), and capitalised spans of its
+        sentences (spans), weighted by how on-topic their sentence is."""
         titles = {
             _norm(clean_title(h.chunk.title)): clean_title(h.chunk.title) for h in pool if h.chunk.title
         }
@@ -192,19 +208,22 @@ class HeuristicProposer:
             body_norm = f" {_norm(body)} "
             for key, title in titles.items():
                 if key and f" {key} " in body_norm:
-                    add(title, decay * (0.6 + 0.4 * _best_sentence_overlap(body, title, q_terms)), "link")
+                    overlap = _best_sentence_overlap(body, title, self.q_terms)
+                    self.add(title, decay * (0.6 + 0.4 * overlap), "link")
             for sentence in sentences(hit.chunk.text):
-                overlap = _overlap(sentence, q_terms)
+                overlap = _overlap(sentence, self.q_terms)
                 for span in _spans(sentence):
                     # a one-word span is more often an adjective or a place ("American") than a bridge
                     name = 1.0 if " " in span else 0.5
-                    add(span, decay * name * (0.2 + 0.5 * overlap), "span")
-        ranked = sorted(best.values(), key=lambda p: (-p.prior, p.text))
-        if not ranked and unresolved:
+                    self.add(span, decay * name * (0.2 + 0.5 * overlap), "span")
+
+    def ranked(self, evidence: Sequence[ScoredChunk]) -> list[Proposal]:
+        ranked = sorted(self.best.values(), key=lambda p: (-p.prior, p.text))
+        if not ranked and self.unresolved:
             # Nothing to bridge to: ask for what is still missing, anchored on the newest evidence.
             anchor = clean_title(evidence[-1].chunk.title)
-            ranked = [Proposal(sub_query(anchor), anchor, 0.1, "terms")]
-        return ranked[:limit]
+            ranked = [Proposal(self.sub_query(anchor), anchor, 0.1, "terms")]
+        return ranked
 
 
 def _overlap(sentence: str, q_terms: set[str]) -> float:

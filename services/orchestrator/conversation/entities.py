@@ -49,6 +49,28 @@ def _is_name(word: str) -> bool:
     return word[:1].isupper() and word.lower() not in _NOT_NAMES
 
 
+def _name_end(text: str, tokens: list[re.Match[str]], i: int) -> int:
+    """Index of the last token of the name that starts at token ``i``: capitalised words and numbers,
+    joined by lower-case connectives ("Bank of England"), up to any punctuation."""
+    j = i + 1
+    end = i
+    while j < len(tokens):
+        nxt = tokens[j].group()
+        if text[tokens[j - 1].end() : tokens[j].start()].strip():
+            break  # punctuation between words ends a name ('Leave "Connect' is not one)
+        if _is_name(nxt) or nxt.isdigit():
+            end = j
+            j += 1
+        elif nxt.lower() in _CONNECTIVES and j + 1 < len(tokens) and _is_name(tokens[j + 1].group()):
+            # "Kiss and Tell" is one title, "Apple and Steve Jobs" two names: "and" joins one word
+            if nxt.lower() in ("and", "&") and j + 2 < len(tokens) and _is_name(tokens[j + 2].group()):
+                break
+            j += 1
+        else:
+            break
+    return end
+
+
 def mentions(text: str) -> list[str]:
     """Entity mentions in order of first appearance, deduplicated by :func:`entity_key`."""
     found: list[str] = []
@@ -71,22 +93,7 @@ def mentions(text: str) -> list[str]:
         if not _is_name(w) or (first and w.lower() in _OPENERS):
             i += 1
             continue
-        j = i + 1
-        end = i
-        while j < len(tokens):
-            nxt = tokens[j].group()
-            if text[tokens[j - 1].end() : tokens[j].start()].strip():
-                break  # punctuation between words ends a name ('Leave "Connect' is not one)
-            if _is_name(nxt) or nxt.isdigit():
-                end = j
-                j += 1
-            elif nxt.lower() in _CONNECTIVES and j + 1 < len(tokens) and _is_name(tokens[j + 1].group()):
-                # "Kiss and Tell" is one title, "Apple and Steve Jobs" two names: "and" joins one word
-                if nxt.lower() in ("and", "&") and j + 2 < len(tokens) and _is_name(tokens[j + 2].group()):
-                    break
-                j += 1
-            else:
-                break
+        end = _name_end(text, tokens, i)
         start = i
         if first and end > i + 1 and tokens[i + 1].group().lower() in _CONNECTIVES:
             # "Population of Norway": a capitalised first word before "of" is usually a common noun
