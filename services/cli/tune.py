@@ -56,9 +56,19 @@ def tune_factcheck(
             "are unchanged (a pickle: only ever a file your own run wrote)",
         ),
     ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the fitted values here as a policy artifact (policy.json, manifest.json, "
+            "MODEL_CARD.md) for RAMPART_FACTCHECK__POLICY_DIR",
+        ),
+    ] = None,
 ) -> None:
     """Grid-search the fact-check thresholds (near-duplicate cosine and size, strip coverage, relevance
-    probability) and fit the reranker calibration, on dev attack sets; prints the settings to use."""
+    probability) and fit the reranker calibration, on dev attack sets; prints the settings to use, and
+    with --out writes the policy artifact (docs/factcheck.md)."""
+    from services.evaluation.factcheck_tune import save_policy
     from services.evaluation.factcheck_tune import tune_factcheck as grid_search
 
     settings = load_settings()
@@ -77,20 +87,29 @@ def tune_factcheck(
             )
     except RampartError as exc:
         raise fail(exc) from exc
-    cases, calibration, best, rows = tuned.cases, tuned.calibration, tuned.best, tuned.rows
+    rows = tuned.rows
     rows.sort(key=lambda r: (r["poison_in_context"], r["clean_recall_loss"]))
-    table = Table(title=f"fact-check grid on {len(cases)} dev queries (best 12 of {len(rows)})")
+    out.print(_grid_table(rows, len(tuned.cases)))
+    chosen: dict[str, Any] = {**tuned.best, "calibration": list(tuned.calibration)}
+    console.print("settings to use (RAMPART_FACTCHECK__<NAME>):")
+    out.print(json.dumps(chosen, indent=2))
+    command = "rampart " + " ".join(sys.argv[1:])
+    if out_dir:
+        save_policy(tuned, out_dir, command=command)
+        console.print(f"policy written to {out_dir}: to use it, set RAMPART_FACTCHECK__POLICY_DIR={out_dir}")
+    if json_out:
+        report = {"command": command, "best": chosen, "grid": rows}
+        write_json_report(json_out, report)
+
+
+def _grid_table(rows: list[dict[str, Any]], cases: int) -> Table:
+    """The best 12 grid points (``rows`` sorted best first)."""
+    table = Table(title=f"fact-check grid on {cases} dev queries (best 12 of {len(rows)})")
     for col in rows[0]:
         table.add_column(col, justify="right")
     for r in rows[:12]:
         table.add_row(*(str(v) for v in r.values()))
-    out.print(table)
-    chosen: dict[str, Any] = {**best, "calibration": list(calibration)}
-    console.print("settings to use (RAMPART_FACTCHECK__<NAME>):")
-    out.print(json.dumps(chosen, indent=2))
-    if json_out:
-        report = {"command": "rampart " + " ".join(sys.argv[1:]), "best": chosen, "grid": rows}
-        write_json_report(json_out, report)
+    return table
 
 
 import services.cli.tune_grading  # noqa: E402, F401  (registers `tune grading` and `tune refinement`)

@@ -15,6 +15,7 @@ import json
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from services.factcheck.classifier import decide
 from services.factcheck.config import FactCheckSettings
 from services.factcheck.evidence import EVIDENCE_VERSION, CheckInput, Evidence, gather_evidence
 from services.factcheck.stage import FactCheckStage, to_input
+from services.models.factcheck_policy import write_policy
 from services.orchestrator.runtime import Variant
 from services.rerank.reranker import build_reranker
 from services.rerank.stage import RerankStage
@@ -289,13 +291,15 @@ def gathering_settings(settings: RampartSettings) -> RampartSettings:
 
 @dataclass(frozen=True)
 class FactCheckTune:
-    """What ``rampart tune factcheck`` reports: the cases, the fitted calibration, the best grid point
-    and every point's figures."""
+    """What ``rampart tune factcheck`` reports: the cases, the fitted calibration, the best grid point,
+    every point's figures, and what it was fitted on (sets, query count, depth, budgets: the data a
+    policy artifact records)."""
 
     cases: list[Case]
     calibration: tuple[float, float]
     best: dict[str, Any]
     rows: list[dict[str, Any]]
+    data: dict[str, Any]
 
 
 def tune_factcheck(
@@ -365,4 +369,28 @@ def tune_factcheck(
     best, rows = grid_search(
         cases, tuned, k=k, max_recall_loss=max_recall_loss, max_attacked_recall_loss=max_attacked_recall_loss
     )
-    return FactCheckTune(cases, calibration, best, rows)
+    data = {
+        "sets": sets,
+        "clean_queries_per_set": clean_queries,
+        "cases": len(cases),
+        "k": k,
+        "objective": "least poison in the final context",
+        "max_recall_loss": max_recall_loss,
+        "max_attacked_recall_loss": max_attacked_recall_loss,
+    }
+    return FactCheckTune(cases, calibration, best, rows, data)
+
+
+def save_policy(tuned: FactCheckTune, out_dir: Path, *, command: str) -> Path:
+    """Write the fitted calibration and the chosen grid point as a policy artifact
+    (:mod:`services.models.factcheck_policy`) with what they were fitted on and the point's figures."""
+    chosen = next(r for r in tuned.rows if all(r[n] == v for n, v in tuned.best.items()))
+    return write_policy(
+        out_dir,
+        {**tuned.best, "calibration": tuned.calibration},
+        created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        command=command,
+        data=tuned.data,
+        figures={"chosen point (dev)": {m: v for m, v in chosen.items() if m not in tuned.best}},
+        extra={"grid_points": len(tuned.rows)},
+    )

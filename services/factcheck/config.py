@@ -5,14 +5,84 @@
   (every threshold), the search pipeline (depths, deadline), and CRAG's grader (``calibration``);
 - :class:`CelerySettings` (``factcheck.celery``): the distributed backend, read by the Celery app, its
   checker and ``rampart worker``.
+
+The values ``rampart tune factcheck`` fits (:data:`FITTED`) are not literals here: they are read from a
+versioned artifact, the shipped ``services/models/artifacts/factcheck/policy.json`` (its manifest and
+card say what they were fitted on) or the one ``factcheck.policy_dir`` names. The file is read by path,
+not imported, so this module stays a leaf every layer may import.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
+
+POLICY_FILE = "policy.json"
+POLICY_FORMAT = "rampart-factcheck-policy-v1"
+SHIPPED_POLICY_DIR = Path(__file__).resolve().parents[1] / "models" / "artifacts" / "factcheck"
+# What `rampart tune factcheck` fits: the calibration and every name its GRID searches.
+FITTED: tuple[str, ...] = (
+    "calibration",
+    "duplicate_threshold",
+    "duplicate_min_docs",
+    "context_depth",
+    "copy_threshold",
+    "copy_min_docs",
+    "copy_border_threshold",
+    "copy_border_slack",
+    "claim_join_threshold",
+    "claim_share",
+    "conflict_threshold",
+    "coverage_threshold",
+    "relevance_threshold",
+)
+_REFIT = "rewrite it with `rampart tune factcheck --out DIR`, or unset RAMPART_FACTCHECK__POLICY_DIR"
+
+
+@lru_cache(maxsize=16)
+def load_policy(path: Path) -> Mapping[str, Any]:
+    """The fitted values in a ``policy.json`` (read once per path), each checked against its setting's
+    type and bounds: a policy that is missing, malformed or out of range fails here, naming the file,
+    the key and the fix, instead of surfacing as an odd verdict later."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"fact-check policy {path} does not exist; {_REFIT}") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"fact-check policy {path} is not readable JSON ({exc}); {_REFIT}") from None
+    if not isinstance(raw, dict) or raw.get("format") != POLICY_FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
+        raise ValueError(f"fact-check policy {path}: format {found!r}, expected {POLICY_FORMAT!r}; {_REFIT}")
+    values = raw.get("values")
+    if not isinstance(values, dict) or set(values) != set(FITTED):
+        got = set(values) if isinstance(values, dict) else set()
+        raise ValueError(
+            f"fact-check policy {path}: 'values' must hold exactly {list(FITTED)}; missing "
+            f"{sorted(set(FITTED) - got)}, unknown {sorted(got - set(FITTED))}; {_REFIT}"
+        )
+    checked = {}
+    for name in FITTED:
+        field = FactCheckSettings.model_fields[name]
+        kind: Any = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+        try:
+            checked[name] = TypeAdapter(kind).validate_python(values[name])
+        except ValidationError as exc:
+            reason = exc.errors()[0]["msg"]
+            raise ValueError(
+                f"fact-check policy {path}: {name}={values[name]!r} is invalid ({reason}); {_REFIT}"
+            ) from None
+    return MappingProxyType(checked)
+
+
+def _shipped(name: str) -> Callable[[], Any]:
+    """Default factory of a fitted setting: its value in the shipped policy."""
+    return lambda: load_policy(SHIPPED_POLICY_DIR / POLICY_FILE)[name]
 
 
 class CelerySettings(BaseModel):
@@ -68,7 +138,8 @@ class CelerySettings(BaseModel):
 
 class FactCheckSettings(BaseModel):
     """Thresholds are tuned on dev data only: `rampart tune factcheck` on PoisonedRAG's NQ attacks in
-    the NQ-open oracle passages + the train half of HotpotQA-500 (docs/factcheck.md, benchmarks.md)."""
+    the NQ-open oracle passages + the train half of HotpotQA-500 (docs/factcheck.md, benchmarks.md).
+    The fitted ones (:data:`FITTED`) default to the shipped policy artifact's values."""
 
     enabled: bool = Field(default=True, description="Judge the top results of every search")
     backend: Literal["inprocess", "celery", "none"] = Field(
@@ -76,7 +147,7 @@ class FactCheckSettings(BaseModel):
     )
     depth: int = Field(default=10, ge=1, le=100, description="Top-M results judged (HAC: M = 5)")
     context_depth: int = Field(
-        default=30,
+        default_factory=_shipped("context_depth"),
         ge=0,
         le=100,
         description="Results down to this rank are read (not judged) as peers for the near-duplicate "
@@ -107,24 +178,27 @@ class FactCheckSettings(BaseModel):
         "'Contrary to popular belief, ...') is COUNTERFACTUAL (detectors/framing.py)",
     )
     duplicate_threshold: float = Field(
-        default=0.84,
+        default_factory=_shipped("duplicate_threshold"),
         ge=0.0,
         le=1.0,
         description="Embedding cosine within which passages of different documents are near-duplicates "
         "(the DBSCAN radius of the cluster detector)",
     )
     duplicate_min_docs: int = Field(
-        default=5, ge=2, le=50, description="Documents in a near-duplicate cluster that make it ADVERSARIAL"
+        default_factory=_shipped("duplicate_min_docs"),
+        ge=2,
+        le=50,
+        description="Documents in a near-duplicate cluster that make it ADVERSARIAL",
     )
     copy_threshold: float = Field(
-        default=0.8,
+        default_factory=_shipped("copy_threshold"),
         ge=0.0,
         le=1.0,
         description="Claim-vector cosine (chunk text without its header) at which another document's "
         "chunk is a near-copy (the planted-copies detector; needs index.claim_vectors)",
     )
     copy_min_docs: int = Field(
-        default=2,
+        default_factory=_shipped("copy_min_docs"),
         ge=0,
         le=8,
         description="Other documents with a near-copy that make a passage ADVERSARIAL; 0 = off "
@@ -137,7 +211,7 @@ class FactCheckSettings(BaseModel):
         "copy_min_docs (services/common/subjects.py)",
     )
     copy_border_threshold: float = Field(
-        default=0.0,
+        default_factory=_shipped("copy_border_threshold"),
         ge=0.0,
         le=1.0,
         description="Claim-vector cosine within which a passage joins a planted group through a member "
@@ -145,7 +219,7 @@ class FactCheckSettings(BaseModel):
         "members' copies too); 0 = off",
     )
     copy_border_slack: float = Field(
-        default=1.0,
+        default_factory=_shipped("copy_border_slack"),
         ge=0.0,
         le=1.0,
         description="How far below the core member's own copy_min_docs-th near-copy cosine a border "
@@ -153,7 +227,7 @@ class FactCheckSettings(BaseModel):
         "planted siblings); 1 = no such condition",
     )
     claim_join_threshold: float = Field(
-        default=0.55,
+        default_factory=_shipped("claim_join_threshold"),
         ge=0.0,
         le=1.0,
         description="Embedding cosine within which a passage not yet judged is compared with the "
@@ -175,7 +249,7 @@ class FactCheckSettings(BaseModel):
         "group whose claim others may join: planted text is written for the query",
     )
     claim_share: float = Field(
-        default=0.5,
+        default_factory=_shipped("claim_share"),
         gt=0.0,
         le=1.0,
         description="Share of the words a planted group shares beyond the query (its claim) a passage must "
@@ -204,22 +278,26 @@ class FactCheckSettings(BaseModel):
         default=0.5, ge=0.0, le=1.0, description="Untrusted passages face content thresholds times this"
     )
     relevance_threshold: float = Field(
-        default=0.02,
+        default_factory=_shipped("relevance_threshold"),
         ge=0.0,
         le=1.0,
         description="Calibrated P(relevant) from the reranker logit below which a passage may be IRRELEVANT",
     )
     calibration: tuple[float, float] = Field(
-        default=(0.9991, -2.4084), description="Platt scaling (a, b): P(relevant) = sigmoid(a * logit + b)"
+        default_factory=_shipped("calibration"),
+        description="Platt scaling (a, b): P(relevant) = sigmoid(a * logit + b)",
     )
     coverage_threshold: float = Field(
-        default=0.34,
+        default_factory=_shipped("coverage_threshold"),
         ge=0.0,
         le=1.0,
         description="Best strip's share of the query terms below which no strip addresses the query",
     )
     conflict_threshold: float = Field(
-        default=0.8, ge=0.0, le=1.0, description="Claim-conflict score between two passages that counts"
+        default_factory=_shipped("conflict_threshold"),
+        ge=0.0,
+        le=1.0,
+        description="Claim-conflict score between two passages that counts",
     )
     contradiction_threshold: float = Field(
         default=0.9,
@@ -256,7 +334,24 @@ class FactCheckSettings(BaseModel):
         description="Exported contradiction classifier (manifest.json, tokenizer.json, model.int8.onnx); "
         "default <models_dir>/contradiction",
     )
+    policy_dir: Path | None = Field(
+        default=None,
+        description="Folder with a fitted fact-check policy (policy.json, manifest.json, MODEL_CARD.md; written "
+        "by `rampart tune factcheck --out`) whose values replace the defaults of the settings it fits "
+        "(calibration and the thresholds it grid-searches); settings set explicitly still win; unset = "
+        "the shipped one (services/models/artifacts/factcheck)",
+    )
     celery: CelerySettings = CelerySettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_policy(cls, data: Any) -> Any:
+        """With ``policy_dir``, every fitted setting the caller did not set comes from that policy (the
+        shipped one fills them otherwise, through the fields' default factories)."""
+        if isinstance(data, dict) and data.get("policy_dir") is not None:
+            policy = load_policy(Path(data["policy_dir"]) / POLICY_FILE)
+            return {**policy, **data}
+        return data
 
     def resolve_contradiction_model_dir(self, models_dir: Path) -> Path:
         """``contradiction_model_dir``, or the folder ``rampart models build`` installs it in."""
