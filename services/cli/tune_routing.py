@@ -1,5 +1,6 @@
 """``rampart tune routing``: arguments and printing; the grid search is
-:mod:`services.evaluation.routing_tune`'s. Prints the ``RAMPART_ROUTING__PLANS`` value to set."""
+:mod:`services.evaluation.routing_tune`'s. Prints the ``RAMPART_ROUTING__PLANS`` value to set, and with
+``--out`` writes the route-plans artifact."""
 
 from __future__ import annotations
 
@@ -46,8 +47,18 @@ def tune_routing(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the grid and the choice here")
     ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the chosen table here as a route-plans artifact (plans.json, manifest.json, "
+            "MODEL_CARD.md) for RAMPART_ROUTING__PLANS_DIR",
+        ),
+    ] = None,
 ) -> None:
-    """Grid-search bm25/dense weights per complexity on dev qrels; print RAMPART_ROUTING__PLANS."""
+    """Grid-search bm25/dense weights per complexity on dev qrels; print RAMPART_ROUTING__PLANS, and
+    with --out write the route-plans artifact (docs/routing.md)."""
+    from services.evaluation.routing_tune import save_plans
     from services.evaluation.routing_tune import tune_routing as grid_search
 
     settings = load_settings()
@@ -72,11 +83,17 @@ def tune_routing(
     value = json.dumps(plans, separators=(",", ":"))
     console.print("settings to use (the whole table: one level alone cannot be set by env):")
     out.print(f"RAMPART_ROUTING__PLANS='{value}'", soft_wrap=True, markup=False)
+    command = "rampart " + " ".join(sys.argv[1:])
+    if out_dir:
+        save_plans(tuned, out_dir, command=command)
+        console.print(
+            f"route plans written to {out_dir}: to use them, set RAMPART_ROUTING__PLANS_DIR={out_dir}"
+        )
     if json_out:
         write_json_report(
             json_out,
             {
-                "command": "rampart " + " ".join(sys.argv[1:]),
+                "command": command,
                 "metric": metric,
                 "queries": counts,
                 "grid": {lvl: {str(w): s for w, s in r.items()} for lvl, r in results.items()},

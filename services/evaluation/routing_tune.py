@@ -5,13 +5,15 @@ the HotpotQA-500 ``train`` half, grouped by the complexity the router gives each
 ``heldout`` half is never read). Each query is searched once with both retrievers' candidate lists
 filled in; every grid point re-fuses those lists with the configured fusion method (the code the
 search path runs), so the grid costs one retrieval per query. BM25 + dense weights sum to 1; the KG
-weight stays 0 (no KG is indexed). Prints the ``RAMPART_ROUTING__PLANS`` value to set.
+weight stays 0 (no KG is indexed). Prints the ``RAMPART_ROUTING__PLANS`` value to set, and
+:func:`save_plans` writes the table as a route-plans artifact (:mod:`services.models.routing_plans`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from services.evaluation.beir import BeirDataset, load_beir, resolve_dataset
 from services.evaluation.metrics import evaluate_run, validate_metrics
 from services.evaluation.runner import EVAL_PRINCIPAL, Progress, eval_runtime, maxp
 from services.evaluation.splits import select_queries
+from services.models.routing_plans import write_plans
 from services.orchestrator.runtime import Variant
 from services.retrieval.embedder import Embedder, build_embedder
 from services.retrieval.fusion import fuse
@@ -148,13 +151,15 @@ def choose(
 
 @dataclass(frozen=True)
 class RoutingTune:
-    """The grid's score per BM25 weight and level, the queries per level, and the choice: the whole
-    ``routing.plans`` table to set and the chosen weights with their scores."""
+    """The grid's score per BM25 weight and level, the queries per level, the choice (the whole
+    ``routing.plans`` table to set and the chosen weights with their scores), and what it was fitted
+    on (sets, splits, step, metric: the data a route-plans artifact records)."""
 
     results: dict[str, dict[float, float]]
     counts: dict[str, int]
     plans: dict[str, dict[str, Any]]
     chosen: dict[str, dict[str, float]]
+    data: dict[str, Any]
 
 
 def tune_routing(
@@ -206,4 +211,33 @@ def tune_routing(
     }
     counts = {"low": len(low_ids), "medium": len(groups["medium"]), "high": len(groups["high"])}
     plans, chosen = choose(results, settings, counts)
-    return RoutingTune(results, counts, plans, chosen)
+    data = {
+        "low": f"{low_ds.name} {low_split} qrels",
+        "medium, high": f"{multi_ds.name} train query half, grouped by the routed complexity",
+        "queries": counts,
+        "step": step,
+        "metric": metric,
+        "scored": f"first-stage documents, re-fused with fusion.method {settings.fusion.method}",
+        "max_queries": max_queries,
+    }
+    return RoutingTune(results, counts, plans, chosen, data)
+
+
+def save_plans(tuned: RoutingTune, out_dir: Path, *, command: str) -> Path:
+    """Write the chosen table as a route-plans artifact (:mod:`services.models.routing_plans`) with
+    what it was fitted on and the chosen weights' scores."""
+    metric = tuned.data["metric"]
+    return write_plans(
+        out_dir,
+        tuned.plans,
+        created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        command=command,
+        data=tuned.data,
+        figures={
+            f"chosen {metric} (dev)": {lvl: c["score"] for lvl, c in tuned.chosen.items()},
+            f"{metric} nearest the previous weights (dev)": {
+                lvl: c["score_near_current"] for lvl, c in tuned.chosen.items()
+            },
+        },
+        extra={"grid": {lvl: {str(w): s for w, s in r.items()} for lvl, r in tuned.results.items()}},
+    )

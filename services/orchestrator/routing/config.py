@@ -1,13 +1,27 @@
 """Settings of query routing: :class:`RoutingSettings` (``routing``), read by
 :func:`~services.orchestrator.routing.router.build_router` (the model) and by the orchestrator, which
 follows the :class:`RoutePlan` of the routed complexity (fusion weights, context size, chain steps).
+
+The plans are fitted values, not literals here: they are read from a versioned artifact, the shipped
+``services/models/artifacts/routing/plans.json`` (HyPA's table with the tuned high row; its manifest and
+card say where each value comes from) or the one ``routing.plans_dir`` names. The file is read by path,
+not imported, so this module stays a leaf every layer may import.
 """
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+PLANS_FILE = "plans.json"
+PLANS_FORMAT = "rampart-route-plans-v1"
+SHIPPED_PLANS_DIR = Path(__file__).resolve().parents[2] / "models" / "artifacts" / "routing"
+LEVELS: tuple[str, ...] = ("low", "medium", "high")
+_REFIT = "rewrite it with `rampart tune routing --out DIR`, or unset RAMPART_ROUTING__PLANS_DIR"
 
 
 class RoutePlan(BaseModel):
@@ -42,16 +56,49 @@ class RoutePlan(BaseModel):
         return self
 
 
-def _hypa_plans() -> dict[str, RoutePlan]:
-    return {
-        "low": RoutePlan(context_k=3, bm25_weight=0.5, dense_weight=0.4, kg_weight=0.1, kg_depth=1),
-        # Medium = two-entity questions: one hop after the first search suffices (figures: docs/chain.md).
-        "medium": RoutePlan(
-            context_k=5, bm25_weight=0.4, dense_weight=0.4, kg_weight=0.2, kg_depth=2, chain_steps=2
-        ),
-        # High = multi-step questions; BM25:dense tuned for the chain's first step (grid: docs/routing.md).
-        "high": RoutePlan(context_k=10, bm25_weight=0.7, dense_weight=0.3, kg_weight=0.0, kg_depth=3),
-    }
+@lru_cache(maxsize=16)
+def read_plans(path: Path) -> tuple[tuple[str, RoutePlan], ...]:
+    """The checked plans of a ``plans.json``, read once per path (:func:`load_plans` hands out copies)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"route plans {path} do not exist; {_REFIT}") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"route plans {path} are not readable JSON ({exc}); {_REFIT}") from None
+    if not isinstance(raw, dict) or raw.get("format") != PLANS_FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
+        raise ValueError(f"route plans {path}: format {found!r}, expected {PLANS_FORMAT!r}; {_REFIT}")
+    plans = raw.get("plans")
+    if not isinstance(plans, dict) or set(plans) != set(LEVELS):
+        got = set(plans) if isinstance(plans, dict) else set()
+        raise ValueError(
+            f"route plans {path}: 'plans' must hold exactly {list(LEVELS)}; missing "
+            f"{sorted(set(LEVELS) - got)}, unknown {sorted(got - set(LEVELS))}; {_REFIT}"
+        )
+    checked = []
+    for level in LEVELS:
+        try:
+            checked.append((level, RoutePlan.model_validate(plans[level])))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"]) or "the plan"
+            raise ValueError(
+                f"route plans {path}: {level}: {where} is invalid ({error['msg']}); {_REFIT}"
+            ) from None
+    return tuple(checked)
+
+
+def load_plans(path: Path) -> dict[str, RoutePlan]:
+    """The route plans in a ``plans.json`` (read and checked once per path; fresh copies each call, so no
+    two settings share a plan), each checked as a :class:`RoutePlan`: a file that is missing, malformed
+    or out of range fails here, naming the file, the level, the field and the fix, instead of
+    surfacing as an odd retrieval later."""
+    return {level: plan.model_copy() for level, plan in read_plans(path)}
+
+
+def _shipped_plans() -> dict[str, RoutePlan]:
+    """Default of ``routing.plans``: the shipped artifact's table."""
+    return load_plans(SHIPPED_PLANS_DIR / PLANS_FILE)
 
 
 class RoutingSettings(BaseModel):
@@ -66,12 +113,27 @@ class RoutingSettings(BaseModel):
         default=0.6, ge=0.0, le=1.0, description="Below this type confidence, route as Conversational"
     )
     plans: dict[str, RoutePlan] = Field(
-        default_factory=_hypa_plans,
+        default_factory=_shipped_plans,
         description=(
             "Retrieval parameters per complexity (low/medium/high); HyPA's table by default, the high "
             "row's BM25:dense split tuned on the HotpotQA-500 train half (0.7:0.3)"
         ),
     )
+    plans_dir: Path | None = Field(
+        default=None,
+        description="Folder with fitted route plans (plans.json, manifest.json, MODEL_CARD.md; written by "
+        "`rampart tune routing --out`) that replace the default `plans`; `plans` set explicitly still "
+        "wins; unset = the shipped ones (services/models/artifacts/routing)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_plans_dir(cls, data: Any) -> Any:
+        """With ``plans_dir`` and no explicit ``plans``, the plans come from that folder (the shipped
+        ones fill them otherwise, through the field's default factory)."""
+        if isinstance(data, dict) and data.get("plans_dir") is not None and "plans" not in data:
+            return {**data, "plans": load_plans(Path(data["plans_dir"]) / PLANS_FILE)}
+        return data
 
     @model_validator(mode="after")
     def _levels(self) -> RoutingSettings:
