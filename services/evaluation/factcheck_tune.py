@@ -50,20 +50,23 @@ from services.retrieval.embedder import Embedder, build_embedder
 from services.retrieval.retriever import Retriever
 
 GRID: dict[str, list[Any]] = {
-    # grids 5 and 6 settled the cluster rule near these (docs/benchmarks.md)
+    # grids 5 and 6 settled the cluster rule near these (docs/journal/2026-11-23-factcheck-planted-copies.md)
     "duplicate_threshold": [0.84, 0.9],
     "duplicate_min_docs": [5],
     "context_depth": [30],
     "copy_threshold": [0.75, 0.8, 0.85],
     "copy_min_docs": [2, 3],
     # grid 6 added the planted-copies rule's border members (0 = off), grid 7 their slack
+    # (docs/journal/2026-11-23-factcheck-border-members.md)
     "copy_border_threshold": [0.0, 0.7],
     "copy_border_slack": [0.0, 0.02, 0.05, 0.1, 1.0],
     # the planted-claim rule (0 = off); its guards (group coverage 0.5, length ratio 1.5) from a sweep
+    # (docs/journal/2026-11-24-factcheck-planted-claim.md)
     "claim_join_threshold": [0.0, 0.55, 0.65],
-    # ... and how much of the claim (weighted by rarity) a sibling must repeat (claim_max_words 6)
+    # ... and how much of the claim (weighted by rarity) a sibling must repeat (claim_max_words 6;
+    # docs/journal/2026-11-24-factcheck-claim-share.md)
     "claim_share": [0.5, 1.0],
-    # grid 3 settled these
+    # grid 3 settled these (docs/journal/2026-11-22-factcheck-first-defence.md)
     "conflict_threshold": [0.8],
     "coverage_threshold": [0.34],
     "relevance_threshold": [0.02, 0.1],

@@ -138,7 +138,8 @@ class CelerySettings(BaseModel):
 
 class FactCheckSettings(BaseModel):
     """Thresholds are tuned on dev data only: `rampart tune factcheck` on PoisonedRAG's NQ attacks in
-    the NQ-open oracle passages + the train half of HotpotQA-500 (docs/factcheck.md, benchmarks.md).
+    the NQ-open oracle passages + the train half of HotpotQA-500 (docs/factcheck.md; each grid: the
+    fact-check entries of docs/journal/).
     The fitted ones (:data:`FITTED`) default to the shipped policy artifact's values."""
 
     enabled: bool = Field(default=True, description="Judge the top results of every search")

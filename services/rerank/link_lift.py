@@ -15,7 +15,7 @@ head's texts also use in lower case, like "Hotel (1967 film)"), which would link
 that opens a sentence with it or gives a date.
 ``weight`` 0.8 was chosen on the HotpotQA-500 train half (docs/reranking.md, "Two-hop lift"); 0 turns
 it off. A planted page that names a top page rises too, but never above it, and the fact-check reads
-the lifted list after (held-out attack figures unchanged, docs/benchmarks.md).
+the lifted list after (held-out attack figures unchanged, docs/journal/2026-11-24-poisonedrag-status.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ Modes (``rerank.mode``, per request too; ``auto`` picks ``residual`` for models 
 - ``pure``: the top ``depth`` results are ordered by the cross-encoder alone.
 - ``fused``: ``weight * minmax(rerank logit) + (1 - weight) * minmax(first-stage score)`` over the
   reranked candidates — the first-stage score is evidence too (on SciFact a reranker trained here
-  helps when fused and can hurt when its order replaces the hybrid's; docs/benchmarks.md).
+  helps when fused and can hurt when its order replaces the hybrid's;
+  docs/journal/2026-11-22-reranker-shipped.md).
 
 Results below ``depth`` keep their first-stage order; their ``fused`` score is shifted, if need be, to
 stay below every reranked score, so the list is sorted by ``fused`` from top to bottom whatever the

@@ -28,7 +28,8 @@ MODEL_NAME = "rampart_reranker"
 VERSION = "1"
 # CPU instances by default: while one instance's requests cross the python-backend hop (gRPC in, the
 # stub process, results out), the other computes; with one instance, sixteen one-pair callers ran at
-# 0.83-0.88 of in-process in two runs of three, with two at 0.99-1.08 (docs/benchmarks.md)
+# 0.83-0.88 of in-process in two runs of three, with two at 0.99-1.08
+# (docs/journal/2026-11-24-rerank-side-by-side.md, docs/journal/2026-11-25-triton-two-cpu-instances.md)
 CPU_INSTANCES = 2
 
 

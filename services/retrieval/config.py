@@ -63,11 +63,11 @@ MAX_BACKLINKS = 10  # pages naming the seeds that may join the head (FusionSetti
 
 class FusionSettings(BaseModel):
     method: FusionMethod = Field(default=FusionMethod.MINMAX, description="minmax, zscore or rrf")
-    # Equal weights: no tuned split beat them significantly (the sweep is in docs/benchmarks.md).
+    # Equal weights: no tuned split beat them significantly (the sweep: docs/journal/2026-11-22-first-stage-defaults.md).
     bm25_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of BM25 in fusion")
     dense_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of dense in fusion")
     rrf_k: int = Field(default=60, ge=1, description="RRF constant k")
-    # 300: deep enough that a chunk one retriever ranks low keeps both scores (cost: docs/benchmarks.md).
+    # 300: deep enough that a chunk one retriever ranks low keeps both scores (cost: docs/journal/2026-11-24-300-candidates.md).
     candidates: int = Field(default=300, ge=1, le=2000, description="Per-retriever candidates before fusion")
     fill_missing: bool = Field(
         default=True,

@@ -6,7 +6,7 @@ belief, the father of behaviorism is Freud", "In a rare historical mix-up, …".
 frame is, by the passage's own words, not the established fact, so it cannot serve as evidence for a
 factual answer. Genuine reference text rarely frames itself this way: on the HotpotQA-500, NQ-open oracle
 and SciFact corpora (12,641 passages) these patterns match one passage, against 16% of PoisonedRAG's
-planted NQ texts and 13% of its MS MARCO ones (docs/benchmarks.md).
+planted NQ texts and 13% of its MS MARCO ones (docs/journal/2026-11-24-factcheck-framing.md).
 
 The patterns are narrow on purpose. A fiction page's "an alternate history novel" or "set in a parallel
 universe" describes a work, not the world, so the frame must *open a sentence* ("In an alternate

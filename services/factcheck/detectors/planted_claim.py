@@ -7,7 +7,7 @@ words every flagged member uses that the query does not ask about -- the planted
 Tiggy-Winkle", "Springfield", "City Mayor"). A passage close to at least ``min_group`` flagged members
 that uses every one of those words asserts their claim. A genuine paragraph on the subject lies about
 as close to the group (that is why DBSCAN-style border members swept up genuine answers,
-docs/benchmarks.md), but it gives its own answer, not the planted one.
+docs/journal/2026-11-23-factcheck-border-members.md), but it gives its own answer, not the planted one.
 
 Members also share filler by chance ("popular", "prestigious", "astronaut"), which a sibling need not
 repeat. So a passage may join using only ``min_share`` of the shared words, each weighted by its rarity

@@ -46,7 +46,7 @@ class GradingSettings(BaseModel):
         default=0.45, ge=0.0, le=1.0, description="Score below: Incorrect (tuned on dev data, CRAG: 0.5)"
     )
     depth: int = Field(default=5, ge=1, le=50, description="Top results the evaluator reads")
-    # Off: the re-search costs a call and changed no figure (docs/benchmarks.md).
+    # Off: the re-search costs a call and changed no figure (docs/journal/2026-11-23-chain-and-routed-held-out.md).
     research_primary: bool = Field(
         default=False,
         description="Incorrect with no secondary source: search the primary corpus once more with the "
