@@ -22,13 +22,14 @@ from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.named_titles import LINK_DEPTH
 from services.orchestrator.chain.pair_order import PAIR_FEATURES, PairModel
 from services.orchestrator.chain.retriever import ChainRetriever
-from services.orchestrator.chain.subqueries import HeuristicProposer, LlmProposer
+from services.orchestrator.chain.subqueries import HeuristicProposer, LlmProposer, Proposer
 from services.orchestrator.orchestrator import Ask
 from services.orchestrator.plan import Complexity, QueryType, Route
 from services.orchestrator.runtime import Runtime
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import SearchOutcome, SearchParams
+from tests.contracts.proposer import ProposerContract
 from tests.integration.llm_server import LlamaServer
 from tests.integration.scripted_llm import Scripted, chat
 from tests.unit.test_chain import BRIDGE, COMPARISON, CORPUS
@@ -228,6 +229,23 @@ def test_every_hop_is_a_child_span_with_content_only_when_enabled(
         else:
             assert all("sub_query" not in dict(s.attributes or {}) for s in got)
             assert all("query" not in dict(s.attributes or {}) for s in got)
+
+
+class TestLlmProposer(ProposerContract):
+    """Over a scripted OpenAI-compatible endpoint on loopback that always answers with sub-queries
+    (so the promises are the LLM path's own, not its heuristic fallback's)."""
+
+    REPLY = (
+        '{"queries": ["Shirley Temple government position", "Kiss and Tell cast", "Corliss Archer actress"]}'
+    )
+
+    @pytest.fixture()
+    def proposer(self) -> Iterator[Proposer]:
+        with Scripted(lambda n: (200, chat(self.REPLY))) as server:
+            proposer = LlmProposer(LlmSettings(base_url=server.base_url, timeout_s=5, retries=0))
+            yield proposer
+            proposer.close()
+        assert proposer.fallbacks == 0, "the endpoint answered: no proposal may come from the fallback"
 
 
 def test_llm_proposer_sub_queries_are_used_and_passages_are_delimited_data(rt: Runtime) -> None:

@@ -37,19 +37,8 @@ from services.retrieval.hybrid import HybridRetriever, SearchParams
 from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp
+from tests.contracts.retriever import ALICE, BOB, DOCS, EVE, RetrieverContract
 from tests.integration.grpc_servers import BackgroundLoop, RetrievalServiceProcess
-
-ALICE = Principal(tenant="acme", user="alice", groups=["eng"])
-BOB = Principal(tenant="acme", user="bob", groups=["hr"])
-EVE = Principal(tenant="globex", user="eve", groups=["eng"])
-DOCS = [
-    ("leave", "acme", ["*"], "Parental leave is sixteen weeks, paid in full, for every employee."),
-    ("vpn", "acme", ["*"], "The VPN needs a hardware token; request one from the IT service desk."),
-    ("salary", "acme", ["hr"], "Salary bands for engineers are reviewed every spring by HR."),
-    ("laptop", "acme", ["eng"], "Engineers get a laptop refresh every three years."),
-    ("globex-leave", "globex", ["*"], "Globex parental leave is twelve weeks."),
-]
-
 
 NO_CLAIM = "vpn"  # written without a claim vector: absent from copy cosines, never a copy of anything
 
@@ -111,6 +100,20 @@ def remote(served: Served) -> Iterator[RemoteRetriever]:
     r = RemoteRetriever.connect(served.address, RemoteSettings())
     yield r
     r.close()
+
+
+class TestHybridRetriever(RetrieverContract):
+    @pytest.fixture()
+    def retriever(self, served: Served, embedder: Embedder) -> Iterator[HybridRetriever]:
+        r = HybridRetriever(served.index, embedder)
+        yield r
+        r.close()
+
+
+class TestRemoteRetriever(RetrieverContract):
+    @pytest.fixture()
+    def retriever(self, remote: RemoteRetriever) -> RemoteRetriever:
+        return remote
 
 
 PARAMS = [
@@ -209,18 +212,6 @@ def test_copy_cosines_travel_when_asked(served: Served, embedder: Embedder, remo
     assert any(h.copy_neighbors for h in got.hits[:2])
     plain = remote.search("parental leave weeks laptop", ALICE, replace(params, copy_depth=0))
     assert all(h.copy_cosines is None for h in plain.hits)
-
-
-def test_acl_and_tenant_hold_remotely(remote: RemoteRetriever) -> None:
-    params = SearchParams.from_settings(FusionSettings(), top_k=10, candidates=10)
-
-    def seen(p: Principal) -> set[str]:
-        return {h.chunk.doc_id for h in remote.search("salary laptop leave vpn weeks", p, params).hits}
-
-    assert seen(ALICE) == {"leave", "vpn", "laptop"}
-    assert seen(BOB) == {"leave", "vpn", "salary"}
-    assert seen(EVE) == {"globex-leave"}
-    assert remote.stats()["chunks"] == len(DOCS)
 
 
 def test_remote_errors_are_the_local_ones(

@@ -20,6 +20,7 @@ from services.ingest.config import ChunkingSettings
 from services.ingest.fixed_chunker import FixedChunker
 from services.ingest.sentences import split_sentence_blocks, split_sentences
 from services.ingest.topic_chunker import TopicChunker
+from tests.contracts.chunker import MAKE_CHUNKER, ChunkerContract
 
 
 class HashingEmbedder:
@@ -84,6 +85,18 @@ def check_invariants(chunks: list[Chunk], parsed: ParsedDocument, max_words: int
         assert c.text.strip(), "empty chunk"
         assert len(words(c.text)) <= max_words
     assert [w for c in chunks for w in words(c.text)] == words(parsed.text)
+
+
+class TestTopicChunker(ChunkerContract):
+    @pytest.fixture()
+    def make_chunker(self) -> MAKE_CHUNKER:
+        return lambda settings: TopicChunker(settings, HashingEmbedder())
+
+
+class TestFixedChunker(ChunkerContract):
+    @pytest.fixture()
+    def make_chunker(self) -> MAKE_CHUNKER:
+        return FixedChunker
 
 
 # --- sentences ---------------------------------------------------------------------------------------
@@ -324,10 +337,9 @@ def test_run_on_text_without_punctuation_is_windowed() -> None:
     check_invariants(chunks, parsed, 100, "d")
 
 
-def test_empty_document_gives_no_chunks() -> None:
+def test_empty_document_embeds_nothing() -> None:
     embedder = HashingEmbedder()
     assert TopicChunker(ChunkingSettings(), embedder).chunk("d", "t", doc(([], "  \n "))) == []
-    assert FixedChunker(ChunkingSettings()).chunk("d", "t", doc(([], "  \n "))) == []
     assert embedder.calls == []
 
 
