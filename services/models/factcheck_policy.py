@@ -9,15 +9,13 @@ for a reader.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from services.factcheck.config import FITTED, POLICY_FILE, POLICY_FORMAT, load_policy
+from services.models.artifact_files import figure_table, manifest_fields, write_artifact
 
-CARD_FILE = "MODEL_CARD.md"
-MANIFEST_FILE = "manifest.json"
 MODEL_ID = "rampart-factcheck-policy"
 
 # What each fitted value does, for the card (the settings' own descriptions: docs/configuration.md).
@@ -64,19 +62,13 @@ def write_policy(
             f"unknown {sorted(unknown)}"
         )
     policy = {"format": POLICY_FORMAT, "values": {n: _plain(values[n]) for n in FITTED}}
-    manifest: dict[str, Any] = {
-        "model_id": model_id,
-        "created": created,
-        "command": command,
-        "data": dict(data),
-        **dict(extra or {}),
-        "figures": {name: dict(row) for name, row in figures.items()},
+    manifest = {
+        **manifest_fields(
+            model_id=model_id, created=created, command=command, data=data, figures=figures, extra=extra
+        ),
         **policy,
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / POLICY_FILE).write_text(json.dumps(policy, indent=2) + "\n", encoding="utf-8")
-    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (out_dir / CARD_FILE).write_text(model_card(manifest), encoding="utf-8")
+    write_artifact(out_dir, POLICY_FILE, policy, manifest, model_card(manifest))
     load_policy.cache_clear()  # the same path may have held another policy in this process
     load_policy(out_dir / POLICY_FILE)
     return out_dir
@@ -110,7 +102,7 @@ def model_card(manifest: Mapping[str, Any]) -> str:
         *(f"| `factcheck.{n}` | {_shown(values[n])} | {MEANING[n]} |" for n in FITTED),
         "",
         "## Figures",
-        *_figure_table(manifest["figures"]),
+        *figure_table(manifest["figures"]),
         "",
         "## Refitting",
         "`rampart tune factcheck --set CORPUS_DIR::ATTACKS_JSON[::train] ... --out DIR` collects the dev",
@@ -128,11 +120,3 @@ def _shown(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(f"`{v}`" if isinstance(v, str) else str(v) for v in value)
     return str(value)
-
-
-def _figure_table(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    metrics = list(dict.fromkeys(m for row in figures.values() for m in row))
-    rows = [f"| metric | {' | '.join(figures)} |", "|---|" + "---:|" * len(figures)]
-    for m in metrics:
-        rows.append(f"| {m} | " + " | ".join(str(row.get(m, "")) for row in figures.values()) + " |")
-    return rows

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from services.models.artifact_files import CARD_FILE, figure_table, manifest_fields
 from services.orchestrator.corrective.evaluator import FEATURES, Evaluator
 
-CARD_FILE = "MODEL_CARD.md"
 MODEL_ID = "rampart-crag-evaluator-lr"
 
 
@@ -33,15 +33,14 @@ def write_evaluator(
     """Write the artifact to ``out_dir``. ``thresholds``: the ``correct`` / ``incorrect`` operating
     point chosen with these weights (``grading.*_threshold``); ``figures``: metric rows by name (the
     tuning command's table); ``extra``: anything else worth keeping (reranker, calibration)."""
-    manifest: dict[str, Any] = {
-        "model_id": model_id,
-        "created": created,
-        "command": command,
-        "data": dict(data),
-        "thresholds": dict(thresholds),
-        **dict(extra or {}),
-        "figures": {name: dict(row) for name, row in figures.items()},
-    }
+    manifest = manifest_fields(
+        model_id=model_id,
+        created=created,
+        command=command,
+        data=data,
+        figures=figures,
+        extra={"thresholds": dict(thresholds), **dict(extra or {})},
+    )
     evaluator.save(out_dir, manifest)
     (out_dir / CARD_FILE).write_text(model_card(manifest, evaluator), encoding="utf-8")
     return out_dir
@@ -78,7 +77,7 @@ def model_card(manifest: Mapping[str, Any], evaluator: Evaluator) -> str:
         f"below {thresholds['incorrect']}.",
         "",
         "## Figures",
-        *_figure_table(manifest["figures"]),
+        *figure_table(manifest["figures"]),
         "",
     ]
     return "\n".join(lines)
@@ -90,11 +89,3 @@ def _shown(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(f"`{v}`" if isinstance(v, str) else str(v) for v in value)
     return str(value)
-
-
-def _figure_table(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    metrics = list(dict.fromkeys(m for row in figures.values() for m in row))
-    rows = [f"| metric | {' | '.join(figures)} |", "|---|" + "---:|" * len(figures)]
-    for m in metrics:
-        rows.append(f"| {m} | " + " | ".join(str(row.get(m, "")) for row in figures.values()) + " |")
-    return rows

@@ -9,11 +9,11 @@ same for a reader.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from services.models.artifact_files import figure_table, manifest_fields, write_artifact
 from services.orchestrator.routing.config import (
     LEVELS,
     PLANS_FILE,
@@ -23,8 +23,6 @@ from services.orchestrator.routing.config import (
     read_plans,
 )
 
-CARD_FILE = "MODEL_CARD.md"
-MANIFEST_FILE = "manifest.json"
 MODEL_ID = "rampart-route-plans"
 
 
@@ -50,19 +48,13 @@ def write_plans(
         )
     table = {level: RoutePlan.model_validate(plans[level]).model_dump() for level in LEVELS}
     artifact = {"format": PLANS_FORMAT, "plans": table}
-    manifest: dict[str, Any] = {
-        "model_id": model_id,
-        "created": created,
-        "command": command,
-        "data": dict(data),
-        **dict(extra or {}),
-        "figures": {name: dict(row) for name, row in figures.items()},
+    manifest = {
+        **manifest_fields(
+            model_id=model_id, created=created, command=command, data=data, figures=figures, extra=extra
+        ),
         **artifact,
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / PLANS_FILE).write_text(json.dumps(artifact, indent=2) + "\n", encoding="utf-8")
-    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (out_dir / CARD_FILE).write_text(model_card(manifest), encoding="utf-8")
+    write_artifact(out_dir, PLANS_FILE, artifact, manifest, model_card(manifest))
     read_plans.cache_clear()  # the same path may have held other plans in this process
     load_plans(out_dir / PLANS_FILE)
     return out_dir
@@ -96,7 +88,7 @@ def model_card(manifest: Mapping[str, Any]) -> str:
         + ".",
         "",
         "## Figures",
-        *_figure_table(manifest["figures"]),
+        *figure_table(manifest["figures"]),
         "",
         "## Refitting",
         "`rampart tune routing --out DIR` grid-searches the BM25 : dense split per complexity on dev qrels",
@@ -114,13 +106,3 @@ def _shown(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(f"`{v}`" if isinstance(v, str) else str(v) for v in value)
     return "unset" if value is None else str(value)
-
-
-def _figure_table(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    if not figures:
-        return ["(none recorded)"]
-    metrics = list(dict.fromkeys(m for row in figures.values() for m in row))
-    rows = [f"| metric | {' | '.join(figures)} |", "|---|" + "---:|" * len(figures)]
-    for m in metrics:
-        rows.append(f"| {m} | " + " | ".join(str(row.get(m, "")) for row in figures.values()) + " |")
-    return rows
