@@ -14,7 +14,6 @@ not imported, so this module stays a leaf every layer may import.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +21,8 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
+
+from services.common.artifact_json import read_table
 
 POLICY_FILE = "policy.json"
 POLICY_FORMAT = "rampart-factcheck-policy-v1"
@@ -50,22 +51,9 @@ def load_policy(path: Path) -> Mapping[str, Any]:
     """The fitted values in a ``policy.json`` (read once per path), each checked against its setting's
     type and bounds: a policy that is missing, malformed or out of range fails here, naming the file,
     the key and the fix, instead of surfacing as an odd verdict later."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"fact-check policy {path} does not exist; {_REFIT}") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"fact-check policy {path} is not readable JSON ({exc}); {_REFIT}") from None
-    if not isinstance(raw, dict) or raw.get("format") != POLICY_FORMAT:
-        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
-        raise ValueError(f"fact-check policy {path}: format {found!r}, expected {POLICY_FORMAT!r}; {_REFIT}")
-    values = raw.get("values")
-    if not isinstance(values, dict) or set(values) != set(FITTED):
-        got = set(values) if isinstance(values, dict) else set()
-        raise ValueError(
-            f"fact-check policy {path}: 'values' must hold exactly {list(FITTED)}; missing "
-            f"{sorted(set(FITTED) - got)}, unknown {sorted(got - set(FITTED))}; {_REFIT}"
-        )
+    values = read_table(
+        path, what="fact-check policy", fmt=POLICY_FORMAT, table="values", keys=FITTED, fix=_REFIT
+    )
     checked = {}
     for name in FITTED:
         field = FactCheckSettings.model_fields[name]

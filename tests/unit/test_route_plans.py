@@ -103,7 +103,7 @@ def test_bad_plans_fail_naming_the_file_and_the_value(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"bad/plans\.json: .*missing \['low'\]"):
         RoutingSettings(plans_dir=bad)
 
-    with pytest.raises(ValidationError, match=r"nowhere/plans\.json do not exist"):
+    with pytest.raises(ValidationError, match=r"nowhere/plans\.json does not exist"):
         RoutingSettings(plans_dir=tmp_path / "nowhere")
     with pytest.raises(ValueError, match="hold exactly"):
         write_plans(tmp_path / "x", {"low": BEFORE["low"]}, created="", command="", data={}, figures={})

@@ -10,12 +10,13 @@ not imported, so this module stays a leaf every layer may import.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from services.common.artifact_json import read_table
 
 PLANS_FILE = "plans.json"
 PLANS_FORMAT = "rampart-route-plans-v1"
@@ -59,22 +60,7 @@ class RoutePlan(BaseModel):
 @lru_cache(maxsize=16)
 def read_plans(path: Path) -> tuple[tuple[str, RoutePlan], ...]:
     """The checked plans of a ``plans.json``, read once per path (:func:`load_plans` hands out copies)."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"route plans {path} do not exist; {_REFIT}") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"route plans {path} are not readable JSON ({exc}); {_REFIT}") from None
-    if not isinstance(raw, dict) or raw.get("format") != PLANS_FORMAT:
-        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
-        raise ValueError(f"route plans {path}: format {found!r}, expected {PLANS_FORMAT!r}; {_REFIT}")
-    plans = raw.get("plans")
-    if not isinstance(plans, dict) or set(plans) != set(LEVELS):
-        got = set(plans) if isinstance(plans, dict) else set()
-        raise ValueError(
-            f"route plans {path}: 'plans' must hold exactly {list(LEVELS)}; missing "
-            f"{sorted(set(LEVELS) - got)}, unknown {sorted(got - set(LEVELS))}; {_REFIT}"
-        )
+    plans = read_table(path, what="route plans", fmt=PLANS_FORMAT, table="plans", keys=LEVELS, fix=_REFIT)
     checked = []
     for level in LEVELS:
         try:
