@@ -60,3 +60,13 @@ def figure_table(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for m in metrics:
         rows.append(f"| {m} | " + " | ".join(str(row.get(m, "")) for row in figures.values()) + " |")
     return rows
+
+
+def shown(value: Any) -> str:
+    """A manifest value as a card shows it: mappings as ``k: v; …``, sequences comma-separated
+    (strings in backticks), ``None`` as "unset"."""
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {shown(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(f"`{v}`" if isinstance(v, str) else str(v) for v in value)
+    return "unset" if value is None else str(value)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from services.factcheck.config import FITTED, POLICY_FILE, POLICY_FORMAT, load_policy
-from services.models.artifact_files import figure_table, manifest_fields, write_artifact
+from services.models.artifact_files import figure_table, manifest_fields, shown, write_artifact
 
 MODEL_ID = "rampart-factcheck-policy"
 
@@ -93,13 +93,13 @@ def model_card(manifest: Mapping[str, Any]) -> str:
         "at another policy, and a setting set explicitly wins over either.",
         "",
         "## Data (dev data only)",
-        *(f"- {name}: {_shown(value)}" for name, value in manifest["data"].items()),
-        *(f"- {name}: {_shown(manifest[name])}" for name in ("provenance", "note") if name in manifest),
+        *(f"- {name}: {shown(value)}" for name, value in manifest["data"].items()),
+        *(f"- {name}: {shown(manifest[name])}" for name in ("provenance", "note") if name in manifest),
         "",
         "## Values",
         "| setting | value | what it does |",
         "|---|---:|---|",
-        *(f"| `factcheck.{n}` | {_shown(values[n])} | {MEANING[n]} |" for n in FITTED),
+        *(f"| `factcheck.{n}` | {shown(values[n])} | {MEANING[n]} |" for n in FITTED),
         "",
         "## Figures",
         *figure_table(manifest["figures"]),
@@ -112,11 +112,3 @@ def model_card(manifest: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "; ".join(f"{k}: {_shown(v)}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return ", ".join(f"`{v}`" if isinstance(v, str) else str(v) for v in value)
-    return str(value)

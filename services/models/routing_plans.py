@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from services.models.artifact_files import figure_table, manifest_fields, write_artifact
+from services.models.artifact_files import figure_table, manifest_fields, shown, write_artifact
 from services.orchestrator.routing.config import (
     LEVELS,
     PLANS_FILE,
@@ -75,13 +75,13 @@ def model_card(manifest: Mapping[str, Any]) -> str:
         "another, and `RAMPART_ROUTING__PLANS` set explicitly wins over either.",
         "",
         "## Data (dev data only)",
-        *(f"- {name}: {_shown(value)}" for name, value in manifest["data"].items()),
-        *(f"- {name}: {_shown(manifest[name])}" for name in ("provenance", "note") if name in manifest),
+        *(f"- {name}: {shown(value)}" for name, value in manifest["data"].items()),
+        *(f"- {name}: {shown(manifest[name])}" for name in ("provenance", "note") if name in manifest),
         "",
         "## Values",
         "| level | " + " | ".join(f"`{f}`" for f in fields) + " |",
         "|---|" + "---:|" * len(fields),
-        *(f"| {level} | " + " | ".join(_shown(plans[level][f]) for f in fields) + " |" for level in LEVELS),
+        *(f"| {level} | " + " | ".join(shown(plans[level][f]) for f in fields) + " |" for level in LEVELS),
         "",
         "What each field does: "
         + "; ".join(f"`{f}`: {RoutePlan.model_fields[f].description}" for f in fields)
@@ -98,11 +98,3 @@ def model_card(manifest: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "; ".join(f"{k}: {_shown(v)}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return ", ".join(f"`{v}`" if isinstance(v, str) else str(v) for v in value)
-    return "unset" if value is None else str(value)
