@@ -17,7 +17,7 @@ from services.common.settings import RampartSettings
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 
-pytest_plugins = ["tests.tiers"]
+pytest_plugins = ["tests.tiers", "tests.preflight"]
 
 REPO = Path(__file__).resolve().parent.parent
 
