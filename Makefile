@@ -87,6 +87,10 @@ eval: models  ## SciFact test + HotpotQA-500 held-out half, with and without rer
 	$(BIN)/rampart eval $(DATA)/scifact --split test --pipelines $(EVAL_PIPELINES) --json $(OUT)/scifact-test.json
 	$(BIN)/rampart eval $(DATA)/hotpotqa_dev500/beir --split test --query-split heldout --pipelines $(EVAL_PIPELINES) --json $(OUT)/hotpotqa-heldout.json
 
+eval-general: models  ## Issue 34's table: clean, copies, multi-hop and attack rows of every kind, defence off/on (reads $(DATA); writes $(OUT)/)
+	mkdir -p $(OUT)
+	$(BIN)/rampart eval general --data $(DATA) --json $(OUT)/eval-general.json
+
 bench: models triton  ## Indexing rate + search latency on SciFact; reranker backends (writes $(OUT)/)
 	mkdir -p $(OUT)
 	$(BIN)/rampart bench search $(DATA)/scifact --docs 500 --queries 200 --json $(OUT)/bench-scifact.json
@@ -98,4 +102,4 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) .rampart
 
-.PHONY: help system-deps install triton models run stack lint test test-unit test-e2e proto eval bench lock clean
+.PHONY: help system-deps install triton models run stack lint test test-unit test-e2e proto eval eval-general bench lock clean

@@ -14,6 +14,7 @@ from typer import _click  # typer 0.29 vendors click; its Context is this one
 from typer.core import TyperGroup
 
 from services.cli.eval_answers import eval_answers
+from services.cli.eval_general import eval_general
 from services.cli.eval_router import eval_router
 from services.cli.ui import (
     console,
@@ -47,6 +48,7 @@ eval_app = typer.Typer(
 
 
 eval_app.command("answers")(eval_answers)
+eval_app.command("general")(eval_general)
 eval_app.command("router")(eval_router)
 
 

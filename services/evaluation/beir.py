@@ -93,6 +93,24 @@ class BeirDataset:
             qrels={q: r for q, r in self.qrels.items() if q in keep},
         )
 
+    def sample(self, limit: int | None) -> BeirDataset:
+        """At most ``limit`` queries, the first in a salted hash order of their ids (so the same ones
+        whatever the file order, and a fair draw when the file is sorted by topic); ``None`` keeps all."""
+        if limit is None or limit >= len(self.queries):
+            return self
+        keep = set(sorted(self.queries, key=hash_order)[:limit])
+        return replace(
+            self,
+            queries={q: t for q, t in self.queries.items() if q in keep},
+            qrels={q: r for q, r in self.qrels.items() if q in keep},
+        )
+
+
+def hash_order(item_id: str) -> str:
+    """A sort key that shuffles ids reproducibly (a salted sha256): samples drawn by it do not depend
+    on how a file happens to be ordered."""
+    return hashlib.sha256(f"rampart-sample-v1:{item_id}".encode()).hexdigest()
+
 
 # ---------------------------------------------------------------------------------------------------
 # Public API

@@ -50,6 +50,7 @@ CHUNK_DEPTH = 300  # chunks retrieved per query before MaxP aggregation to docum
 Progress = Callable[[str, int, int], None]
 
 
+SERVED = ("search", "search-unchecked")
 RERANK_SUFFIXES = {"+rerank": "pure", "+rerank-fused": "fused", "+rerank-residual": "residual"}
 CHAIN_HOP_DEFAULT = "hybrid-minmax+rerank-fused"
 
@@ -71,7 +72,9 @@ class PipelineSpec:
     """``bm25``, ``dense`` or ``hybrid-<minmax|zscore|rrf>[:<bm25 weight>]``, optionally followed by
     ``+rerank`` (cross-encoder order) or ``+rerank-fused`` (blended with the first-stage score); or
     ``chain[:<beams>][@<hop pipeline>]``: chain-of-retrieval, each hop searched with the hop pipeline
-    (default hybrid-minmax+rerank-fused, beams default chain.beam_width)."""
+    (default hybrid-minmax+rerank-fused, beams default chain.beam_width); ``search``: ``/v1/search`` as
+    served (every setting, fact-check on, top 10), ``search-unchecked`` the same with the fact-check
+    off — the pair that shows what the defence costs (``rampart eval general``)."""
 
     name: str
     weights: dict[str, float]
@@ -79,12 +82,21 @@ class PipelineSpec:
     rerank: Mode | None = None
     chain_beams: int | None = None  # set: chain-of-retrieval with this many beams
     routed: bool = False  # the full adaptive orchestrator (route, chain, CRAG, fact-check)
+    served: bool = False  # /v1/search with every setting as served, scored at its top 10
+    checked: bool = False  # a served search with the fact-check on
+
+    @property
+    def checks(self) -> bool:
+        """Whether this pipeline runs the fact-check (the runtime must load one)."""
+        return self.routed or self.checked
 
     @classmethod
     def parse(cls, spec: str, settings: RampartSettings) -> PipelineSpec:
+        default = {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
         if spec == "routed":
-            default = {"bm25": settings.fusion.bm25_weight, "dense": settings.fusion.dense_weight}
             return cls(spec, default, settings.fusion.method, routed=True)
+        if spec in SERVED:
+            return cls(spec, default, settings.fusion.method, served=True, checked=spec == "search")
         if spec == "chain" or spec.startswith(("chain:", "chain@")):
             return cls._parse_chain(spec, settings)
         for suffix, mode in RERANK_SUFFIXES.items():
@@ -267,12 +279,12 @@ def build_pipeline(runtime: Runtime, spec: PipelineSpec) -> QueryPipeline:
             )
         return outcome
 
-    if spec.routed:
+    if spec.routed or spec.served:
         if settings.rerank.enabled and not pipeline.rerank.enabled:
             raise invalid(
-                "pipeline 'routed' reranks as served, but no reranker was loaded; run `rampart models build`"
+                f"pipeline {spec.name!r} reranks as served, but no reranker was loaded; run `rampart models build`"
             )
-        return _routed(runtime)
+        return _routed(runtime) if spec.routed else _served(runtime, checked=spec.checked)
     if spec.chain_beams is None:
         return lambda query: Retrieved(search(query).hits)
     chain = ChainRetriever(
@@ -307,6 +319,27 @@ def _routed(runtime: Runtime) -> QueryPipeline:
         n = len(done.outcome.hits)  # scores by rank: merged sources carry scores on different scales
         hits = [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(done.outcome.hits)]
         return Retrieved(hits, done.calls)
+
+    return run
+
+
+def _served(runtime: Runtime, *, checked: bool) -> QueryPipeline:
+    """``/v1/search`` as the gateway serves it (fusion, links, rerank and fact-check as configured),
+    at the top 10 a user reads; ``checked`` False turns only the fact-check off."""
+    pipeline = runtime.search
+    params = pipeline.params(top_k=ROUTED_DEPTH)
+    fc = pipeline.factcheck_options(enabled=checked)
+    name = "search" if checked else "search-unchecked"
+
+    def run(query: str) -> Retrieved:
+        outcome = pipeline.search(query, EVAL_PRINCIPAL, params, None, fc)
+        if outcome.degraded:
+            raise RampartError(
+                ErrorCode.UNAVAILABLE,
+                f"pipeline {name!r} degraded ({outcome.degraded}); figures would be wrong",
+            )
+        n = len(outcome.hits)  # scored by rank, as the routed pipeline is
+        return Retrieved([h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(outcome.hits)])
 
     return run
 
@@ -351,7 +384,7 @@ def evaluate_pipelines(
     summary: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     variant = Variant(
-        rerank=reranker is not None, factcheck=any(s.routed for s in specs), rerank_cache=1_000_000
+        rerank=reranker is not None, factcheck=any(s.checks for s in specs), rerank_cache=1_000_000
     )
     with eval_runtime(
         dataset,
@@ -377,8 +410,8 @@ def evaluate_pipelines(
 
 
 def eval_reranker(specs: Sequence[PipelineSpec], settings: RampartSettings) -> Reranker | None:
-    """The served reranker, loaded only when a pipeline reranks (``+rerank*``, or ``routed``)."""
-    if not any(s.rerank or s.routed for s in specs):
+    """The served reranker, loaded only when a pipeline reranks (``+rerank*``, ``routed``, ``search*``)."""
+    if not any(s.rerank or s.routed or s.served for s in specs):
         return None
     return build_reranker(settings.rerank, settings.models_dir)
 
