@@ -113,6 +113,11 @@ def print_general(report: dict[str, Any]) -> None:
         )
     out.print(clean, width=max(out.width, WIDE))
     out.print(attack, width=max(out.width, WIDE))
+    for r in report["rows"]:
+        for pipeline, counts in r.get("withheld_relevant", {}).items():
+            if counts:
+                shown = "; ".join(f"{n} {why}" for why, n in list(counts.items())[:4])
+                out.print(f"{r['row']}, {pipeline}: relevant documents lost: {shown}")
     for name, w in report["worst"].items():
         out.print(f"worst {name}: {w['value']} ({w['row']})")
     for failed in report["failed_checks"]:

@@ -25,6 +25,8 @@ the classic collections, 2WikiMultihopQA-164 and the attack sets are dev data as
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +37,7 @@ from services.common.settings import RampartSettings
 from services.evaluation.attack import AttackQuestion, attack_half, load_attacks, measure_attack
 from services.evaluation.beir import BeirDataset, hash_order, load_beir
 from services.evaluation.copies import with_copies
-from services.evaluation.runner import PipelineSpec, Progress, evaluate_pipelines
+from services.evaluation.runner import PipelineSpec, Progress, Retrieved, evaluate_pipelines
 from services.evaluation.splits import QuerySplit
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
@@ -134,14 +136,57 @@ def load_source(source: str, split: str, h: Harness) -> BeirDataset:
     return load_beir(path, split)
 
 
+class Losses:
+    """Where a clean row's relevant documents went (issue 34, point 4: "which verdict, which rule,
+    which route"): per pipeline, the judged-relevant documents the fact-check withheld, by verdict and
+    rule; for the routed pipeline also those the unchecked search had in its top 10 that the routed
+    top 10 lacks although nothing withheld them (routing, corrective retrieval, the answer context)."""
+
+    def __init__(self, dataset: BeirDataset) -> None:
+        self.relevant = {q: {d for d, g in r.items() if g > 0} for q, r in dataset.qrels.items()}
+        self.off: dict[str, set[str]] = {}
+        self.counts: dict[str, Counter[str]] = {SEARCH: Counter(), ROUTED: Counter()}
+
+    def observe(self, name: str, qid: str, got: Retrieved) -> None:
+        rel = self.relevant.get(qid, set())
+        docs = {h.chunk.doc_id for h in got.hits[:10]}
+        if name == OFF:
+            self.off[qid] = docs & rel
+            return
+        withheld = {j.doc_id: j for j in got.filtered if j.doc_id in rel and j.doc_id not in docs}
+        for j in withheld.values():
+            self.counts[name][f"{j.verdict.value}: {rule_of(j.reason)}"] += 1
+        if name == ROUTED:
+            missed = self.off.get(qid, set()) - docs - set(withheld)
+            self.counts[name]["not withheld, not reached"] += len(missed)
+
+    def report(self) -> dict[str, dict[str, int]]:
+        return {p: dict(c.most_common()) for p, c in self.counts.items()}
+
+
+def rule_of(reason: str) -> str:
+    """The rule a verdict's reason names: its words before the dash, numbers and quotes dropped."""
+    head = reason.split(" — ", 1)[0].split(" (", 1)[0]
+    return re.sub(r"\s+", " ", re.sub(r"[0-9.%]+|'[^']*'", "N", head)).strip()[:60]
+
+
 def clean_row(row: CleanRow, h: Harness) -> dict[str, Any]:
-    """The three pipelines' figures on one clean row, and whether the bounds hold."""
+    """The three pipelines' figures on one clean row, whether the bounds hold, and where the
+    relevant documents the defence cost went (:class:`Losses`)."""
     dataset = load_source(row.source, row.split, h).half(row.half).sample(row.limit)
     if row.copies:
         dataset = with_copies(dataset, h.cache_root / "copies")
     specs = [PipelineSpec.parse(p, h.settings) for p in (OFF, SEARCH, ROUTED)]
+    losses = Losses(dataset)
     summary, _, _ = evaluate_pipelines(
-        dataset, h.settings, h.embedder, specs, h.cache_root, reranker=h.reranker, progress=h.progress
+        dataset,
+        h.settings,
+        h.embedder,
+        specs,
+        h.cache_root,
+        reranker=h.reranker,
+        progress=h.progress,
+        observe=losses.observe,
     )
     keys = ("ndcg@10", "recall@10", "all_supporting@10", "calls_per_query", "latency_ms_p95")
     figures = {p: {k: round(summary[p][k], 4) for k in keys} for p in (OFF, SEARCH, ROUTED)}
@@ -151,6 +196,7 @@ def clean_row(row: CleanRow, h: Harness) -> dict[str, Any]:
         "queries": len(dataset.queries),
         "figures": figures,
         "checks": clean_checks(figures, multihop=row.multihop),
+        "withheld_relevant": losses.report(),
     }
 
 

@@ -13,12 +13,13 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal, ScoredChunk
+from services.common.verdicts import Judgement
 from services.evaluation.beir import BeirDataset, iter_corpus
 from services.evaluation.metrics import evaluate_run_per_query, latency_summary
 from services.evaluation.report import EvalReport
@@ -57,10 +58,12 @@ CHAIN_HOP_DEFAULT = "hybrid-minmax+rerank-fused"
 
 @dataclass(frozen=True)
 class Retrieved:
-    """What one query through a pipeline gave: ranked hits, and how many retrieval calls it cost."""
+    """What one query through a pipeline gave: ranked hits, how many retrieval calls it cost, and
+    what the fact-check withheld (the diagnosis of a defence's cost reads it)."""
 
     hits: list[ScoredChunk]
     calls: int = 1
+    filtered: list[Judgement] = field(default_factory=list)
 
 
 QueryPipeline = Callable[[str], Retrieved]
@@ -318,7 +321,7 @@ def _routed(runtime: Runtime) -> QueryPipeline:
             )
         n = len(done.outcome.hits)  # scores by rank: merged sources carry scores on different scales
         hits = [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(done.outcome.hits)]
-        return Retrieved(hits, done.calls)
+        return Retrieved(hits, done.calls, done.outcome.filtered)
 
     return run
 
@@ -339,13 +342,23 @@ def _served(runtime: Runtime, *, checked: bool) -> QueryPipeline:
                 f"pipeline {name!r} degraded ({outcome.degraded}); figures would be wrong",
             )
         n = len(outcome.hits)  # scored by rank, as the routed pipeline is
-        return Retrieved([h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(outcome.hits)])
+        hits = [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(outcome.hits)]
+        return Retrieved(hits, filtered=outcome.filtered)
 
     return run
 
 
+Observer = Callable[[str, str, Retrieved], None]
+"""``(pipeline name, query id, what it retrieved)``, called per query: diagnoses read the raw results."""
+
+
 def run_queries(
-    pipeline: QueryPipeline, dataset: BeirDataset, name: str, *, progress: Progress | None = None
+    pipeline: QueryPipeline,
+    dataset: BeirDataset,
+    name: str,
+    *,
+    progress: Progress | None = None,
+    observe: Observer | None = None,
 ) -> tuple[dict[str, dict[str, float]], list[float], list[int]]:
     """``(run, latencies_ms, retrieval calls)`` per query; latency covers everything the pipeline does
     (query embedding, searches, fusion, reranking, every hop of a chain)."""
@@ -358,6 +371,8 @@ def run_queries(
         got = pipeline(query)
         latencies.append((time.perf_counter() - t0) * 1000)
         calls.append(got.calls)
+        if observe:
+            observe(name, qid, got)
         run[qid] = maxp([(h.chunk.doc_id, h.fused) for h in got.hits])
         if progress and (i % 25 == 0 or i == total):
             progress(name, i, total)
@@ -373,6 +388,7 @@ def evaluate_pipelines(
     *,
     reranker: Reranker | None = None,
     progress: Progress | None = None,
+    observe: Observer | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], dict[str, int]]:
     """``(summary per pipeline, per-query metrics per pipeline, index info)``.
 
@@ -397,7 +413,9 @@ def evaluate_pipelines(
     ) as (runtime, info):
         for spec in specs:
             pipeline = build_pipeline(runtime, spec)
-            run, latencies, calls = run_queries(pipeline, dataset, spec.name, progress=progress)
+            run, latencies, calls = run_queries(
+                pipeline, dataset, spec.name, progress=progress, observe=observe
+            )
             pq = evaluate_run_per_query(dataset.qrels, run, METRICS)
             per_query[spec.name] = pq
             summary[spec.name] = {

@@ -112,3 +112,39 @@ def test_copies_are_whole_documents_judged_like_their_originals(tmp_path: Path) 
     assert again.path == copied.path and again.qrels == copied.qrels
     with pytest.raises(RampartError, match="copy share"):
         with_copies(data, tmp_path / "copies", share=0.0)
+
+
+def test_losses_say_which_rule_withheld_what_and_what_routing_dropped(tmp_path: Path) -> None:
+    from services.common.types import Chunk, ScoredChunk
+    from services.common.verdicts import Judgement, Verdict
+    from services.evaluation.general import Losses, rule_of
+    from services.evaluation.runner import Retrieved
+
+    data = load_beir(make_beir(tmp_path / "set"), "test")  # q1 -> d1, q2 -> d2 (d3 judged 0)
+
+    def hit(doc: str) -> ScoredChunk:
+        return ScoredChunk(
+            chunk=Chunk(chunk_id=f"{doc}#0", doc_id=doc, tenant="t", text="x", ordinal=0), fused=1.0
+        )
+
+    def withheld(doc: str, verdict: Verdict, reason: str) -> Judgement:
+        return Judgement(chunk_id=f"{doc}#0", doc_id=doc, verdict=verdict, score=1.0, reason=reason)
+
+    losses = Losses(data)
+    losses.observe("search-unchecked", "q1", Retrieved([hit("d1")]))
+    losses.observe("search-unchecked", "q2", Retrieved([hit("d2"), hit("d3")]))
+    copies = withheld(
+        "d1", Verdict.ADVERSARIAL, "planted copies — 2 other documents say nearly the same (0.91)"
+    )
+    losses.observe("search", "q1", Retrieved([], filtered=[copies]))
+    losses.observe("search", "q2", Retrieved([hit("d2")], filtered=[withheld("d3", Verdict.IRRELEVANT, "x")]))
+    losses.observe("routed", "q1", Retrieved([hit("d1")]))
+    losses.observe("routed", "q2", Retrieved([hit("d3")]))  # d2 dropped, nothing withheld it
+    assert losses.report() == {
+        "search": {"adversarial: planted copies": 1},  # d3 is not relevant: not a loss
+        "routed": {"not withheld, not reached": 1},
+    }
+    assert (
+        rule_of("no sentence covers the query (best covers 12% of its terms)")
+        == "no sentence covers the query"
+    )
