@@ -124,7 +124,9 @@ def test_losses_say_which_rule_withheld_what_and_what_routing_dropped(tmp_path: 
 
     def hit(doc: str) -> ScoredChunk:
         return ScoredChunk(
-            chunk=Chunk(chunk_id=f"{doc}#0", doc_id=doc, tenant="t", text="x", ordinal=0), fused=1.0
+            chunk=Chunk(chunk_id=f"{doc}#0", doc_id=doc, tenant="t", text="x", ordinal=0),
+            scores={},
+            fused=1.0,
         )
 
     def withheld(doc: str, verdict: Verdict, reason: str) -> Judgement:
