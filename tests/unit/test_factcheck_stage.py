@@ -129,6 +129,39 @@ def test_planted_copies_elsewhere_in_the_corpus_are_adversarial() -> None:
     )
 
 
+def test_pasted_copies_of_one_text_are_not_a_campaign() -> None:
+    """A policy pasted into several handbooks: the same text elsewhere (claim cosine 1.0) is not a
+    paraphrase, and two documents holding one other text (equal cosines) are one voice."""
+    policy = "Employees accrue two days of paid leave per month of service, up to thirty days a year."
+    pasted = item("handbook", policy, copy_cosines=[1.0, 0.99995, 0.5])  # two handbooks hold it verbatim
+    one_text_twice = item("memo", policy + " Ask HR.", copy_cosines=[0.86, 0.86, 0.4])
+    out = judge([pasted, one_text_twice], query="How many days of paid leave do employees accrue?")
+    assert [j.verdict for j in out] == [Verdict.RELEVANT, Verdict.RELEVANT]
+    # paraphrases written in words of their own still count
+    campaign = item("planted", policy, copy_cosines=[0.93, 0.88, 0.5])
+    assert judge([campaign], query="How many days of paid leave?")[0].verdict is Verdict.ADVERSARIAL
+
+
+def test_the_same_text_in_several_documents_is_no_cluster_and_one_vote() -> None:
+    para = "Laleli Mosque and Esma Sultan Mansion are located in the same neighborhood of Fatih, Istanbul."
+    copies = [item(f"copy{i}", para) for i in range(3)]  # one text pasted into three documents
+    out = judge(copies, FactCheckSettings(duplicate_min_docs=3))
+    assert [j.verdict for j in out] == [Verdict.RELEVANT] * 3
+    # consensus: one text pasted twice does not outvote the passage it disagrees with
+    dates = [
+        item("a", "Laleli Mosque in Fatih was built between 1760 and 1763 for Sultan Mustafa III."),
+        item("b", "Laleli Mosque in Fatih was built between 1901 and 1903 for Sultan Mustafa III."),
+        item("b-copy", "Laleli Mosque in Fatih was built between 1901 and 1903 for Sultan Mustafa III."),
+    ]
+    no_clusters = FactCheckSettings(duplicate_threshold=1.0, conflict_threshold=0.6)
+    assert [j.verdict for j in judge(dates, no_clusters)] == [Verdict.RELEVANT] * 3
+    independent = [
+        *dates[:2],
+        item("c", "Laleli Mosque in Fatih was built between 1901 and 1903 by the court."),
+    ]
+    assert [j.verdict for j in judge(independent, no_clusters)][0] is Verdict.COUNTERFACTUAL
+
+
 def test_copies_about_other_subjects_do_not_make_a_template_page_adversarial() -> None:
     season = "The 1984 Tennessee Volunteers football team played its home games at Neyland Stadium."
     planted = "The 1984 Tennessee Volunteers football team played its home games in Memphis."

@@ -25,14 +25,24 @@ name of each close copy, :func:`~services.common.subjects.lead_name`, from the i
 opening name holds a word neither the passage nor the query uses does not count when the passage
 opens with a name too (:func:`~services.common.subjects.other_subject`): planted paraphrases open
 with the question's own entities.
+
+A pasted copy is not a paraphrase. A policy pasted into three handbooks gives each handbook's chunk
+the *same* text, hence the same claim vector (cosine :data:`SAME_TEXT` or above: equal up to float
+rounding); several paraphrases written around one question never do. So the same text elsewhere is
+not counted, and two other documents holding one text (their cosines to this chunk are then equal)
+count once: copies are one voice, however many documents carry them (issue 34, "a legitimate copy is
+not a campaign"). An attacker gains nothing from pasting one text many times that the count would
+have caught: the copies add no new wording to rank with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from services.common.subjects import other_subject
 from services.factcheck.detectors import Signal
+
+SAME_TEXT = 0.999  # claim cosine of two chunks holding the same text (float rounding only)
 
 
 def planted_copies(
@@ -59,7 +69,9 @@ def planted_copies(
         if words is not None
         else {}
     )
-    close = sorted((c for i, c in enumerate(cosines) if c >= threshold and i not in others), reverse=True)
+    close = sorted(
+        paraphrases(c for i, c in enumerate(cosines) if c >= threshold and i not in others), reverse=True
+    )
     if len(close) >= min_copies:
         score = float(close[min_copies - 1])
         shown = ", ".join(f"{c:.2f}" for c in close[:5])
@@ -76,7 +88,7 @@ def planted_copies(
             break
         if i in others:
             continue
-        own = sorted((c for c in theirs if c >= threshold), reverse=True)
+        own = sorted(paraphrases(c for c in theirs if c >= threshold), reverse=True)
         if len(own) >= min_copies and cos >= own[min_copies - 1] - slack:
             within = f", as close as its own copies ({own[min_copies - 1]:.2f})" if slack < 1.0 else ""
             return Signal(
@@ -85,3 +97,16 @@ def planted_copies(
                 f"{len(own)} documents say nearly the same as (>= {threshold:.2f}){within}",
             )
     return Signal.none()
+
+
+def paraphrases(cosines: Iterable[float]) -> list[float]:
+    """The cosines of other documents that say this chunk's claim in words of their own: the same
+    text (:data:`SAME_TEXT`) left out, documents holding one text (equal cosines) counted once."""
+    seen: set[float] = set()
+    out = []
+    for c in cosines:
+        key = round(float(c), 6)
+        if c < SAME_TEXT and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out

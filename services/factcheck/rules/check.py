@@ -96,6 +96,7 @@ class Check:
     clusters: list[Signal]
     peers: list[float]
     verdicts: list[Ruling | None]
+    voice: list[str] = field(default_factory=list)
     locked: set[int] = field(default_factory=set)
     kept: dict[int, str] = field(default_factory=dict)
 
@@ -117,7 +118,7 @@ class Check:
         n = len(items)
         passages = [*items, *(i for i, _ in context)]
         vectors = [e.vector for e in evidence] + [e.vector for _, e in context]
-        doc_ids = [p.doc_id for p in passages]
+        doc_ids = voices(passages)
         sim = cosine_matrix(np.asarray(vectors, dtype=np.float32)) if all(vectors) else None
         subjects = subject_pairs(passages) if settings.title_links else None
         clusters = (
@@ -145,6 +146,7 @@ class Check:
             clusters,
             peers,
             [None] * n,
+            doc_ids,
         )
 
     def factor(self, k: int) -> float:
@@ -161,6 +163,31 @@ class Check:
     def standing(self) -> list[int]:
         """The judged passages no rule has withheld so far."""
         return [k for k, v in enumerate(self.verdicts) if v is None]
+
+
+def voices(passages: Sequence[CheckInput]) -> list[str]:
+    """One key per passage, shared by passages that are one voice: chunks of one document, and the
+    same text held by several documents (a policy pasted into three handbooks, whitespace and case
+    aside). Several documents saying nearly the same is the campaign signal (clusters, rule 1) and
+    several agreeing passages the consensus (rule 3); a pasted copy is neither a paraphrase nor an
+    independent source, so it counts once (issue 34, "a legitimate copy is not a campaign")."""
+    key_of_doc: dict[str, str] = {}
+    key_of_text: dict[str, str] = {}
+    parent: dict[str, str] = {}
+
+    def root(k: str) -> str:
+        while parent.get(k, k) != k:
+            k = parent[k]
+        return k
+
+    for p in passages:
+        text = " ".join(p.text.lower().split())
+        a = key_of_doc.setdefault(p.doc_id, p.doc_id)
+        b = key_of_text.setdefault(text, a)
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return [root(key_of_doc[p.doc_id]) for p in passages]
 
 
 def subject_pairs(passages: Sequence[CheckInput]) -> np.ndarray:

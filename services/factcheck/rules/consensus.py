@@ -21,7 +21,8 @@ def heuristic_conflict(a: str, b: str) -> Signal:
 def consensus(c: Check) -> None:
     """COUNTERFACTUAL for a standing passage whose claims conflict with more of its peers than any
     passage it conflicts with: the consensus outvotes it. A conflict between two passages and nobody
-    else is *disputed*: both stand. Pairs of one document are not compared, nor (``title_links``) two
+    else is *disputed*: both stand. Votes are counted by voice (``Check.voice``: one document, or one
+    text pasted into several documents). Pairs of one voice are not compared, nor (``title_links``) two
     passages each about its own titled subject: "decided 5-4 in 1982" and "decided in 2010" are two
     court cases, not one disputed fact. The trained contradiction classifier (``model_conflicts``)
     scores the most similar pairs beside the claim alignment; passages the LLM judge called RELEVANT
@@ -33,7 +34,7 @@ def consensus(c: Check) -> None:
         (i, j)
         for x, i in enumerate(alive)
         for j in alive[x + 1 :]
-        if items[i].doc_id != items[j].doc_id and not (c.subjects is not None and c.subjects[i, j])
+        if c.voice[i] != c.voice[j] and not (c.subjects is not None and c.subjects[i, j])
     ]
     found: dict[tuple[int, int], Signal] = {}
     for i, j in pairs:
@@ -53,11 +54,15 @@ def consensus(c: Check) -> None:
     for (i, j), sig in found.items():
         edges[i].append((j, sig))
         edges[j].append((i, sig))
+
+    def votes(k: int) -> int:  # a text pasted into several documents is one voice
+        return len({c.voice[j] for j, _ in edges[k]})
+
     for i in alive:
         if not edges[i] or i in c.locked:
             continue
-        mine = len(edges[i])
-        if all(mine > len(edges[j]) for j, _ in edges[i]):
+        mine = votes(i)
+        if all(mine > votes(j) for j, _ in edges[i]):
             top = max(edges[i], key=lambda e: e[1].score)[1]
             why = f"contradicts {mine} other retrieved passage(s) — {top.evidence}"
             c.verdicts[i] = Ruling(Verdict.COUNTERFACTUAL, top.score, why)
