@@ -46,7 +46,15 @@ def eval_general(
                 else None,
                 progress=updater,
             )
-            report = run_general(clean, attacks, h, on_row=lambda r: bar.console.print(row_line(r)))
+            done: list[dict[str, Any]] = []
+
+            def landed(row: dict[str, Any]) -> None:
+                bar.console.print(row_line(row))
+                done.append(row)
+                if json_out:  # a long run keeps what it measured if a later row fails
+                    write_json_report(json_out, {"rows": done, "partial": True})
+
+            report = run_general(clean, attacks, h, on_row=landed)
     except RampartError as exc:
         raise fail(exc) from exc
     report["command"] = "rampart " + " ".join(sys.argv[1:])
