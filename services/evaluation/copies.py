@@ -38,7 +38,7 @@ HOLDERS = ("Handbook appendix", "Wiki page", "Policy binder", "Onboarding pack",
 def with_copies(dataset: BeirDataset, out_dir: Path, *, share: float = 0.3, seed: int = 0) -> BeirDataset:
     """``dataset`` plus copies, written as a BEIR folder under ``out_dir`` (reused when already there)
     and loaded with the same queries (split ``copies``). ``share`` of the judged-relevant documents (chosen by
-    ``seed``) get one or two copies each, ids ``<id>~copy<n>``; every qrel of an original is repeated
+    ``seed``) get one or two copies each, ids ``<id>@copy<n>``; every qrel of an original is repeated
     for its copies."""
     if not 0.0 < share <= 1.0:
         raise invalid(f"copy share {share} must be within (0, 1]; 0.3 pastes 30% of the judged documents")
@@ -66,7 +66,7 @@ def _write(dataset: BeirDataset, folder: Path, chosen: dict[str, int]) -> None:
             holder += 1
             name = HOLDERS[holder % len(HOLDERS)]
             title = f"{name} {holder}" + (f": {doc.title}" if doc.title else "")
-            lines.append(json.dumps({"_id": f"{doc.doc_id}~copy{n + 1}", "title": title, "text": doc.text}))
+            lines.append(json.dumps({"_id": f"{doc.doc_id}@copy{n + 1}", "title": title, "text": doc.text}))
     (folder / CORPUS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
     (folder / QUERIES_FILE).write_text(
         "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in dataset.queries.items()),
@@ -76,7 +76,7 @@ def _write(dataset: BeirDataset, folder: Path, chosen: dict[str, int]) -> None:
     for q, judged in dataset.qrels.items():
         for d, g in judged.items():
             rows.append(f"{q}\t{d}\t{g}")
-            rows += [f"{q}\t{d}~copy{n + 1}\t{g}" for n in range(chosen.get(d, 0))]
+            rows += [f"{q}\t{d}@copy{n + 1}\t{g}" for n in range(chosen.get(d, 0))]
     tmp = folder / QRELS_DIR / f"{SPLIT}.tsv.tmp"
     tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
     tmp.replace(folder / QRELS_DIR / f"{SPLIT}.tsv")

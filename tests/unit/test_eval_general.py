@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from services.common.errors import RampartError
+from services.common.types import IDENT_PATTERN
 from services.evaluation.attack import AttackQuestion
 from services.evaluation.beir import iter_corpus, load_beir
 from services.evaluation.copies import with_copies
@@ -98,15 +100,16 @@ def test_copies_are_whole_documents_judged_like_their_originals(tmp_path: Path) 
     data = load_beir(make_beir(tmp_path / "set"), "test")
     copied = with_copies(data, tmp_path / "copies", share=1.0, seed=3)
     originals = {d.doc_id: d for d in iter_corpus(data.path)}
-    copies = [d for d in iter_corpus(copied.path) if "~copy" in d.doc_id]
+    copies = [d for d in iter_corpus(copied.path) if "@copy" in d.doc_id]
     # every relevant document (d1, d2; d3 is judged 0) is pasted once or twice, verbatim, retitled
-    assert {c.doc_id.split("~")[0] for c in copies} == {"d1", "d2"}
+    assert {c.doc_id.split("@")[0] for c in copies} == {"d1", "d2"}
     for c in copies:
-        source = originals[c.doc_id.split("~")[0]]
+        assert re.match(IDENT_PATTERN, c.doc_id)  # ingestible as a Document id
+        source = originals[c.doc_id.split("@")[0]]
         assert c.text == source.text and c.title != source.title and source.title in c.title
     for q, judged in copied.qrels.items():
         for d, grade in judged.items():
-            assert grade == data.qrels[q][d.split("~")[0]]
+            assert grade == data.qrels[q][d.split("@")[0]]
     assert copied.queries == data.queries
     again = with_copies(data, tmp_path / "copies", share=1.0, seed=3)
     assert again.path == copied.path and again.qrels == copied.qrels
