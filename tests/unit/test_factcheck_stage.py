@@ -159,7 +159,7 @@ def test_the_same_text_in_several_documents_is_no_cluster_and_one_vote() -> None
         *dates[:2],
         item("c", "Laleli Mosque in Fatih was built between 1901 and 1903 by the court."),
     ]
-    assert [j.verdict for j in judge(independent, no_clusters)][0] is Verdict.COUNTERFACTUAL
+    assert judge(independent, no_clusters)[0].verdict is Verdict.COUNTERFACTUAL
 
 
 def test_copies_about_other_subjects_do_not_make_a_template_page_adversarial() -> None:
