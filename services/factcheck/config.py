@@ -193,6 +193,14 @@ class FactCheckSettings(BaseModel):
         description="Other documents with a near-copy that make a passage ADVERSARIAL; 0 = off "
         "(raise it for corpora full of mirrored or templated pages)",
     )
+    copy_island_gap: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Planted copies must stand apart: the closest other document outside the group lies at "
+        "least this far (claim cosine) below the group's farthest member. Planted paraphrases form an "
+        "island; documents on one subject (abstracts of one field) a continuum; 0 = off",
+    )
     copy_subjects: bool = Field(
         default=True,
         description="A near-copy that opens with a name neither the passage nor the query uses (a template "

@@ -14,7 +14,7 @@ from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.near_duplicates import cosine_matrix, duplicate_clusters
 from services.factcheck.detectors.planted_claim import planted_claim
-from services.factcheck.detectors.planted_copies import planted_copies
+from services.factcheck.detectors.planted_copies import paraphrases, planted_copies
 from services.factcheck.detectors.query_copy import detect_query_copy, longest_common_run
 from services.factcheck.detectors.source_trust import detect_untrusted
 from services.factcheck.detectors.stuffing import detect_stuffing
@@ -322,3 +322,20 @@ def test_planted_copies_do_not_count_copies_about_another_subject() -> None:
         words=words,
     )
     assert mixed.score == pytest.approx(0.85) and "1 about other subjects not counted" in mixed.evidence
+
+
+def test_planted_copies_with_an_island_gap_need_a_group_apart() -> None:
+    """Abstracts of one field decay smoothly (0.85, 0.82, 0.79, 0.77 ...): a continuum, no campaign.
+    Planted paraphrases stand apart from the rest of the corpus (0.92, 0.88, then 0.61)."""
+    continuum = [0.85, 0.82, 0.79, 0.77, 0.75]
+    island = [0.92, 0.88, 0.61, 0.6]
+    assert planted_copies(continuum, threshold=0.8, min_copies=2).score == 0.82  # off: both flagged
+    assert planted_copies(continuum, threshold=0.8, min_copies=2, island=0.05).score == 0
+    assert planted_copies(island, threshold=0.8, min_copies=2, island=0.05).score == 0.88
+    # nothing but the group in sight (the index returned only its members): apart
+    assert planted_copies([0.9, 0.86], threshold=0.8, min_copies=2, island=0.05).score == 0.86
+
+
+def test_pasted_text_is_not_a_paraphrase() -> None:
+    assert paraphrases([1.0, 0.9995, 0.91, 0.91, 0.85]) == [0.91, 0.85]
+    assert planted_copies([1.0, 0.9999, 0.83], threshold=0.8, min_copies=2).score == 0

@@ -55,13 +55,15 @@ def planted_copies(
     slack: float = 1.0,
     leads: Sequence[str] | None = None,
     words: frozenset[str] | None = None,
+    island: float = 0.0,
 ) -> Signal:
     """Core: score = the ``min_copies``-th highest cosine when at least ``min_copies`` reach
     ``threshold``. Border (``border`` > 0): score = the cosine to the closest core neighbour at
     ``border`` or above and no more than ``slack`` below that neighbour's ``min_copies``-th copy
     (``neighbors`` is parallel to the head of ``cosines``). ``leads`` (parallel to the head of
     ``cosines`` too) with ``words`` (``subject_context``; ``None`` = no such test): copies about
-    another subject are left out of both counts."""
+    another subject are left out of both counts. ``island`` > 0: the core group counts only when the
+    closest document below ``threshold`` lies at least ``island`` below its farthest member."""
     if not cosines or min_copies < 1:
         return Signal.none()
     others = (
@@ -72,6 +74,10 @@ def planted_copies(
     close = sorted(
         paraphrases(c for i, c in enumerate(cosines) if c >= threshold and i not in others), reverse=True
     )
+    if len(close) >= min_copies and island > 0.0:
+        rest = max((c for c in cosines if c < threshold), default=0.0)  # none in sight: the group is apart
+        if close[-1] - rest < island:  # a continuum of similar documents, not a group apart
+            close = []
     if len(close) >= min_copies:
         score = float(close[min_copies - 1])
         shown = ", ".join(f"{c:.2f}" for c in close[:5])

@@ -58,6 +58,7 @@ def planted_copies(c: Check, k: int) -> Ruling | None:
         slack=s.copy_border_slack,
         leads=item.copy_leads,
         words=subject_context(item.text, c.query) if s.copy_subjects and item.copy_leads else None,
+        island=s.copy_island_gap,
     )
     if copies.score > 0:
         why = f"planted copies — {copies.evidence}{c.trust_note(k)}"
