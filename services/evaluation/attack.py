@@ -194,7 +194,8 @@ def _norm(text: str) -> str:
 def attack_queries(
     dataset: BeirDataset, attacks: Sequence[AttackQuestion], clean_limit: int | None = None
 ) -> list[Query]:
-    """Attacked questions first, then the corpus' judged queries that were not attacked (by id or text)."""
+    """Attacked questions first (judged by id, else by the text of a judged query), then the corpus'
+    judged queries that were not attacked (by id or text)."""
     attacked_ids = {a.qid for a in attacks}
     attacked_texts = {_norm(a.question) for a in attacks}
     clean = [
@@ -204,7 +205,13 @@ def attack_queries(
     ]
     if clean_limit is not None:
         clean = clean[:clean_limit]
-    return [Query(a.question, True, dataset.qrels.get(a.qid, {})) for a in attacks] + clean
+    # PoisonedRAG's NQ and MS MARCO ids are not the corpus' query ids: the same question's text finds
+    # its judgements, so the attacked questions' true evidence is measured there too
+    by_text = {_norm(t): dataset.qrels[q] for q, t in dataset.queries.items() if dataset.qrels.get(q)}
+    return [
+        Query(a.question, True, dataset.qrels.get(a.qid) or by_text.get(_norm(a.question), {}))
+        for a in attacks
+    ] + clean
 
 
 def first_stages(

@@ -3,10 +3,14 @@ and the Platt calibration fitted by ``rampart tune factcheck``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from services.common.types import Chunk, ScoredChunk
 from services.common.verdicts import Verdict
-from services.evaluation.attack import Trace, detection_scores, summarize
+from services.evaluation.attack import AttackQuestion, Trace, attack_queries, detection_scores, summarize
+from services.evaluation.beir import load_beir
 from services.evaluation.factcheck_tune import Case, fit_calibration
+from tests.unit.test_evaluation import make_beir
 
 A, R = Verdict.ADVERSARIAL, Verdict.RELEVANT
 
@@ -104,3 +108,19 @@ def test_grid_skips_slack_points_without_border_members() -> None:
     assert _redundant({"copy_border_threshold": 0.0, "copy_border_slack": 0.02})
     assert not _redundant({"copy_border_threshold": 0.0, "copy_border_slack": 1.0})
     assert not _redundant({"copy_border_threshold": 0.7, "copy_border_slack": 0.02})
+
+
+def test_attacked_questions_find_their_judgements_by_id_or_by_text(tmp_path: Path) -> None:
+    """PoisonedRAG's NQ ids ("test12") are not the corpus' query ids: the question's text finds them."""
+    data = load_beir(make_beir(tmp_path / "set"), "test")  # q1 "what is alpha" -> d1, q2 -> d2
+    attacks = [
+        AttackQuestion("q2", "what is beta", "b", "x", ("planted",)),
+        AttackQuestion("test12", "What is alpha?", "a", "x", ("planted",)),
+        AttackQuestion("test13", "never judged", "c", "x", ("planted",)),
+    ]
+    queries = attack_queries(data, attacks)
+    assert [(q.attacked, q.relevant) for q in queries] == [
+        (True, {"d2": 2, "d3": 0}),
+        (True, {"d1": 1}),
+        (True, {}),
+    ]
