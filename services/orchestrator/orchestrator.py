@@ -235,7 +235,10 @@ class Orchestrator:
             # the chain orders each hop's evidence by title links itself (named_titles); a lifted ranking
             # would count every link twice (HotpotQA train half: all_supporting@5 0.938 -> 0.915 with both)
             rerank = replace(rerank, link_weight=0.0)
-        fc = self.pipeline.factcheck_options()
+        # the tenant's corpus profile, once for every search below and the check after them
+        params, rerank, fc = self.pipeline.profiled(
+            principal, params, rerank, self.pipeline.factcheck_options()
+        )
         promote = pair_promote(route, self.settings.chain)
         pairs = self.pairs if promote != 0 else None
         # a promoting route reorders only the first PROMOTE_DEPTH: the check judges what it would anyway

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from services.common.config import LlmSettings
+from services.common.config import CorpusProfile, CorpusSettings, LlmSettings
 from services.common.net import free_port
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal
@@ -35,6 +35,8 @@ from tests.integration.scripted_llm import Scripted, chat
 from tests.unit.test_chain import BRIDGE, COMPARISON, CORPUS
 
 WHO = Principal(tenant="wiki", user="reader", groups=["all"])
+# a wiki's pages name each other by title: the chain's title rules and evidence pairs are for it
+LINKED = CorpusSettings(tenants={"wiki": CorpusProfile.LINKED})
 _exporter = InMemorySpanExporter()
 
 
@@ -59,6 +61,7 @@ def rt(
         models_dir=models_dir,
         log_level="WARNING",
         factcheck=FactCheckSettings(enabled=False),
+        corpus=LINKED,
     )
     yield from indexed(settings, embedder, reranker)
 
@@ -69,7 +72,10 @@ def checked(
 ) -> Iterator[Runtime]:
     """The same corpus with the fact-check on (in-process), as the gateway serves by default."""
     settings = RampartSettings(
-        data_dir=tmp_path_factory.mktemp("checked") / "data", models_dir=models_dir, log_level="WARNING"
+        data_dir=tmp_path_factory.mktemp("checked") / "data",
+        models_dir=models_dir,
+        log_level="WARNING",
+        corpus=LINKED,
     )
     yield from indexed(settings, embedder, reranker)
 

@@ -1,13 +1,29 @@
-"""The corpus profile (docs/corpus-profiles.md): ``generic`` by default, ``linked`` per tenant, and a
-bad value named with its fix."""
+"""The corpus profile (docs/corpus-profiles.md): ``generic`` by default, ``linked`` per tenant, a bad
+value named with its fix; and one search pipeline serving two tenants, each by its own profile (the
+link stream, the two-hop lift, the fact-check's bridge rule)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import numpy.typing as npt
 import pytest
 from pydantic import ValidationError
 
 from services.common.config import CorpusProfile, CorpusSettings
 from services.common.settings import RampartSettings
+from services.common.types import Chunk, Principal, ScoredChunk
+from services.common.verdicts import Verdict
+from services.factcheck.config import FactCheckSettings
+from services.factcheck.in_process import InProcessFactChecker
+from services.factcheck.stage import FactCheckStage
+from services.orchestrator.search import SearchPipeline
+from services.rerank.config import RerankSettings
+from services.rerank.stage import RerankStage
+from services.retrieval.config import FusionSettings
+from services.retrieval.hybrid import SearchOutcome, SearchParams
 
 
 def test_generic_is_the_default() -> None:
@@ -65,3 +81,153 @@ def test_a_bad_value_is_named_with_its_fix(
         RampartSettings()
     message = str(caught.value)
     assert said in message and name in message, message
+
+
+# ---- per request, by the principal's tenant -------------------------------------------------------
+
+WIKI = Principal(tenant="wiki", user="u")  # linked
+PAPERS = Principal(tenant="papers", user="u")  # generic (the default)
+CORPUS = CorpusSettings(tenants={"wiki": CorpusProfile.LINKED})
+Q = "When did the sultan who commissioned the Laleli Mosque reign?"
+
+
+def scored(doc: str, text: str, fused: float, title: str = "", **scores: float) -> ScoredChunk:
+    chunk = Chunk(chunk_id=f"{doc}#0", doc_id=doc, tenant="t", ordinal=0, title=title, text=text)
+    return ScoredChunk(chunk=chunk, scores={"bm25": fused, "dense": fused, **scores}, ranks={}, fused=fused)
+
+
+class Recorder:
+    """A retriever returning fixed hits and keeping the params of every search."""
+
+    def __init__(self, hits: list[ScoredChunk]) -> None:
+        self.hits = hits
+        self.params: list[SearchParams] = []
+
+    def search(self, query: str, principal: Principal, params: SearchParams) -> SearchOutcome:
+        self.params.append(params)
+        return SearchOutcome(hits=list(self.hits), timings_ms={}, candidates={})
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
+class Overlap:
+    """A reranker scoring by query-word overlap (the lift's effect is then easy to read)."""
+
+    model_id = "overlap@test"
+    first_stage_weight: float | None = None
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        words = set(query.lower().split())
+        return [float(len(words & set(p.lower().split()))) for p in passages]
+
+    def check_ready(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class Words:
+    """A deterministic embedder: hashed word counts."""
+
+    model_id = "words@test"
+    dim = 64
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for r, t in enumerate(texts):
+            for w in t.lower().split():
+                out[r, sum(map(ord, w)) % self.dim] += 1.0
+        return out + 1e-3
+
+
+def test_the_link_stream_is_asked_for_a_linked_tenant_only() -> None:
+    """One pipeline, two tenants: the retriever gets the link stream's settings for the wiki tenant
+    and none for the generic one (and no copy leads, which only a title rule reads)."""
+    recorder = Recorder([scored("a", "text", 1.0)])
+    pipeline = SearchPipeline(recorder, FusionSettings(), corpus=CORPUS)
+    for who in (WIKI, PAPERS):
+        pipeline.search(Q, who, replace(pipeline.params(top_k=5), copy_leads=0.8))
+    wiki, papers = recorder.params
+    defaults = FusionSettings()
+    assert defaults.link_seeds > 0 and defaults.backlinks > 0
+    assert (wiki.link_seeds, wiki.backlinks, wiki.copy_leads) == (
+        defaults.link_seeds,
+        defaults.backlinks,
+        0.8,
+    )
+    assert (papers.link_seeds, papers.backlinks, papers.copy_leads) == (0, 0, 0.0)
+
+
+def test_the_two_hop_lift_runs_for_a_linked_tenant_only() -> None:
+    """d2 shares no word with the query, but the best page names its title: lifted to second for the
+    wiki tenant, left last for the generic one."""
+    hits = [
+        scored("d0", "remote access", 0.9, "doc 0"),
+        scored("d1", "vpn access guide", 0.6, "doc 1"),
+        scored("d2", "office lunch menu", 0.7, "doc 2"),
+        scored("d3", "remote vpn access guide see doc 2", 0.2, "doc 3"),
+    ]
+    pipeline = SearchPipeline(
+        Recorder(hits),
+        FusionSettings(),
+        RerankStage(Overlap()),
+        RerankSettings(mode="pure", depth=4),
+        corpus=CORPUS,
+    )
+    assert pipeline.rerank_options().link_weight > 0
+    order = {
+        who.tenant: [
+            h.chunk.doc_id
+            for h in pipeline.search("remote vpn access guide", who, pipeline.params(top_k=4)).hits
+        ]
+        for who in (WIKI, PAPERS)
+    }
+    assert order == {"wiki": ["d3", "d2", "d1", "d0"], "papers": ["d3", "d1", "d0", "d2"]}
+
+
+def test_the_bridge_rule_applies_for_a_linked_tenant_only() -> None:
+    """The page the relevant one names is a bridge for the wiki tenant and withheld as irrelevant for
+    the generic one: the same pipeline tells the fact-check each tenant's profile."""
+    mosque = scored(
+        "mosque",
+        "The Laleli Mosque in Fatih, Istanbul, was commissioned by Sultan Mustafa III.",
+        1.0,
+        "Laleli Mosque",
+        rerank=3.0,
+    )
+    ruler = scored(
+        "ruler", "He reigned from 1757 to 1774 and reformed the army.", 0.5, "Mustafa III", rerank=-10.0
+    )
+    settings = FactCheckSettings(min_keep=1)
+    checker = InProcessFactChecker(Words(), settings)  # type: ignore[arg-type]
+    try:
+        pipeline = SearchPipeline(
+            Recorder([mosque, ruler]),
+            FusionSettings(),
+            factcheck=FactCheckStage(checker),
+            factcheck_defaults=settings,
+            corpus=CORPUS,
+        )
+        got = {who.tenant: pipeline.search(Q, who, pipeline.params(top_k=2)) for who in (WIKI, PAPERS)}
+    finally:
+        checker.close()
+    assert [h.chunk.doc_id for h in got["wiki"].hits] == ["mosque", "ruler"]
+    assert got["wiki"].hits[1].judgement and got["wiki"].hits[1].judgement.reason.startswith("a bridge")
+    assert [h.chunk.doc_id for h in got["papers"].hits] == ["mosque"]
+    assert [(j.doc_id, j.verdict) for j in got["papers"].filtered] == [("ruler", Verdict.IRRELEVANT)]
+
+
+def test_profiled_keeps_a_linked_tenant_s_options() -> None:
+    pipeline = SearchPipeline(Recorder([]), FusionSettings(), corpus=CORPUS)
+    params, rerank, fc = pipeline.params(top_k=5), pipeline.rerank_options(), pipeline.factcheck_options()
+    assert pipeline.profiled(WIKI, params, rerank, fc) == (params, rerank, fc)
+    p, r, f = pipeline.profiled(PAPERS, params, rerank, fc)
+    assert (p.link_seeds, p.backlinks, r.link_weight, f.linked) == (0, 0, 0.0, False)
+    assert (
+        SearchPipeline(Recorder([]), FusionSettings()).profiled(WIKI, params, rerank, fc)[2].linked is False
+    )
