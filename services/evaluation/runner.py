@@ -294,6 +294,7 @@ def build_pipeline(runtime: Runtime, spec: PipelineSpec) -> QueryPipeline:
         search,
         settings.chain.model_copy(update={"beam_width": spec.chain_beams}),
         build_proposer(settings.chain, settings.llm),
+        titles=pipeline.linked(EVAL_PRINCIPAL),  # as the orchestrator decides: the tenant's profile
     )
 
     def run_chain(query: str) -> Retrieved:

@@ -1,6 +1,6 @@
 """The corpus profile (docs/corpus-profiles.md): ``generic`` by default, ``linked`` per tenant, a bad
-value named with its fix; and one search pipeline serving two tenants, each by its own profile (the
-link stream, the two-hop lift, the fact-check's bridge rule)."""
+value named with its fix; one search pipeline serving two tenants, each by its own profile (the link
+stream, the two-hop lift, the fact-check's bridge rule); evidence pairs for a linked corpus only."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from services.common.verdicts import Verdict
 from services.factcheck.config import FactCheckSettings
 from services.factcheck.in_process import InProcessFactChecker
 from services.factcheck.stage import FactCheckStage
+from services.orchestrator.chain.config import ChainSettings
+from services.orchestrator.chain.pair_order import SHIPPED_PAIRS, PairModel
+from services.orchestrator.orchestrator import pair_plan
+from services.orchestrator.plan import Complexity, QueryType, Route
 from services.orchestrator.search import SearchPipeline
 from services.rerank.config import RerankSettings
 from services.rerank.stage import RerankStage
@@ -231,3 +235,16 @@ def test_profiled_keeps_a_linked_tenant_s_options() -> None:
     assert (
         SearchPipeline(Recorder([]), FusionSettings()).profiled(WIKI, params, rerank, fc)[2].linked is False
     )
+
+
+def test_evidence_pairs_only_for_a_linked_corpus() -> None:
+    model = PairModel.load(SHIPPED_PAIRS)
+    chain = ChainSettings()
+    two_hop = Route(QueryType.COMPLEX, Complexity.HIGH, 0.9, reason="test")
+    single = Route(QueryType.SIMPLE, Complexity.LOW, 0.9, reason="test")
+    assert pair_plan(two_hop, chain, model, linked=True) == (model, None)  # ordered whole
+    assert pair_plan(single, chain, model, linked=True) == (model, chain.low_pair_promote)
+    assert pair_plan(two_hop, chain, model, linked=False)[0] is None
+    assert pair_plan(single, chain, model, linked=False)[0] is None
+    none = chain.model_copy(update={"low_pair_promote": 0})
+    assert pair_plan(single, none, model, linked=True)[0] is None
