@@ -1,6 +1,7 @@
 """The corpus profile (docs/corpus-profiles.md): ``generic`` by default, ``linked`` per tenant, a bad
 value named with its fix; one search pipeline serving two tenants, each by its own profile (the link
-stream, the two-hop lift, the fact-check's bridge rule); evidence pairs for a linked corpus only."""
+stream, the two-hop lift, the fact-check's bridge rule); evidence pairs for a linked corpus only; and
+the evaluation tenant's profile set by ``rampart eval --profile``."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from pydantic import ValidationError
 from services.common.config import CorpusProfile, CorpusSettings
 from services.common.settings import RampartSettings
 from services.common.types import Chunk, Principal, ScoredChunk
-from services.common.verdicts import Verdict
+from services.common.verdicts import Judgement, Verdict
+from services.evaluation.attack import Query, apply_factcheck, first_stages
+from services.evaluation.runner import EVAL_TENANT, with_profile
+from services.factcheck.checker import CheckOutcome
 from services.factcheck.config import FactCheckSettings
+from services.factcheck.evidence import CheckInput
 from services.factcheck.in_process import InProcessFactChecker
 from services.factcheck.stage import FactCheckStage
 from services.orchestrator.chain.config import ChainSettings
@@ -248,3 +253,62 @@ def test_evidence_pairs_only_for_a_linked_corpus() -> None:
     assert pair_plan(single, chain, model, linked=False)[0] is None
     none = chain.model_copy(update={"low_pair_promote": 0})
     assert pair_plan(single, none, model, linked=True)[0] is None
+
+
+# ---- evaluation: --profile sets the evaluation tenant's -------------------------------------------
+
+
+class Told:
+    """A checker that judges everything relevant and keeps what it was told about the corpus."""
+
+    model_id = "told@test"
+
+    def __init__(self) -> None:
+        self.linked: list[bool] = []
+
+    def check(
+        self,
+        query: str,
+        items: Sequence[CheckInput],
+        *,
+        deadline_s: float,
+        context: Sequence[CheckInput] = (),
+        linked: bool = True,
+    ) -> CheckOutcome:
+        self.linked.append(linked)
+        return CheckOutcome(
+            [
+                Judgement(chunk_id=i.chunk_id, doc_id=i.doc_id, verdict=Verdict.RELEVANT, score=1.0)
+                for i in items
+            ]
+        )
+
+    def check_ready(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def test_eval_profile_is_the_eval_tenant_s() -> None:
+    settings = RampartSettings()
+    assert with_profile(settings, None) is settings
+    linked = with_profile(settings, CorpusProfile.LINKED)
+    assert linked.corpus.linked(EVAL_TENANT) and not linked.corpus.linked("acme")
+    assert not settings.corpus.linked(EVAL_TENANT)
+
+
+def test_the_attack_stages_follow_the_eval_tenant_s_profile() -> None:
+    """``rampart eval attack`` runs the stages itself: the link stream, the copy leads and the check's
+    title rules follow the evaluation tenant's profile, as the pipeline's do."""
+    settings = RampartSettings()
+    asked = Query("does aspirin prevent heart attacks", attacked=False, relevant={})
+    for profile, want in ((CorpusProfile.GENERIC, False), (CorpusProfile.LINKED, True)):
+        s = with_profile(settings, profile)
+        recorder, told = Recorder([scored("a", "aspirin text", 1.0)]), Told()
+        trace, head = first_stages(asked, recorder, RerankStage(None), s, k=10)
+        apply_factcheck(trace, asked.query, head, FactCheckStage(told), s)
+        (params,) = recorder.params
+        links = (params.link_seeds, params.backlinks, params.copy_leads > 0)
+        assert links == ((3, 2, True) if want else (0, 0, False)), profile
+        assert told.linked == [want], profile
