@@ -63,14 +63,16 @@ class FusionOptions(Strict):
         strict=True,
         ge=0,
         le=MAX_LINK_SEEDS,
-        description="Pages the top N fused results name by title join the reranked head (0 = off)",
+        description="Pages the top N fused results name by title join the reranked head (0 = off); a "
+        "tenant of the linked corpus profile only (docs/corpus-profiles.md)",
     )
     backlinks: int | None = Field(
         default=None,
         strict=True,
         ge=0,
         le=MAX_BACKLINKS,
-        description="With link_seeds: at most this many pages that name a seed join the head (0 = off)",
+        description="With link_seeds: at most this many pages that name a seed join the head (0 = off); "
+        "linked corpus profile only",
     )
     bounds: dict[str, BoundsIn] | None = Field(
         default=None, description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}'
@@ -102,7 +104,8 @@ class RerankOptionsIn(Strict):
         default=None,
         ge=0.0,
         le=1.0,
-        description="Two-hop lift: pages linked by title to the two best rise this share of the way to their score (0 = off)",
+        description="Two-hop lift: pages linked by title to the two best rise this share of the way to their "
+        "score (0 = off); linked corpus profile only (docs/corpus-profiles.md)",
     )
 
 

@@ -25,6 +25,7 @@ from services.cli.ui import (
     task_updater,
     write_json_report,
 )
+from services.common.config import CorpusProfile
 from services.common.errors import RampartError
 from services.evaluation.beir import resolve_dataset
 
@@ -39,6 +40,13 @@ class DefaultSubcommand(TyperGroup):
             args = [self.default, *args]
         return super().parse_args(ctx, args)
 
+
+PROFILE_OPTION = typer.Option(
+    "--profile",
+    help="Corpus profile of the evaluation tenant: generic or linked (default: the settings'; "
+    "docs/corpus-profiles.md)",
+)
+"""``--profile`` of ``rampart eval`` and ``rampart eval attack``: what the figures are measured under."""
 
 eval_app = typer.Typer(
     cls=DefaultSubcommand,
@@ -76,6 +84,7 @@ def attack(
     routed: Annotated[
         bool, typer.Option(help="Also run the questions through the adaptive pipeline (/v1/answer's)")
     ] = True,
+    profile: Annotated[CorpusProfile | None, PROFILE_OPTION] = None,
 ) -> None:
     """Plant each question's adversarial passages as ordinary documents; report the share of attacked
     questions with poison in the top-k, the reranked top-M and the final context, clean Recall@10 with
@@ -83,9 +92,10 @@ def attack(
     (--routed) poison and Recall@10 in the adaptive pipeline's final top-k."""
     from services.evaluation.attack import attack_half, load_attacks, measure_attack
     from services.evaluation.beir import load_beir
+    from services.evaluation.runner import EVAL_TENANT, with_profile
     from services.retrieval.embedder import build_embedder
 
-    settings = load_settings()
+    settings = with_profile(load_settings(), profile)
     if query_split not in ("all", "train", "heldout"):
         raise typer.BadParameter(f"--query-split {query_split!r}: use all, train or heldout")
     if settings.factcheck.backend == "none":
@@ -114,6 +124,7 @@ def attack(
         "corpus": dataset.name,
         "attacks": str(attacks_json),
         "query_split": query_split,
+        "corpus_profile": settings.corpus.of(EVAL_TENANT).value,
         "reranker": run.reranker,
         "fact_checker": run.fact_checker,
         "factcheck": settings.factcheck.model_dump(mode="json", exclude={"celery"}),

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from services.cli.ask import ask
 from services.cli.bench import bench_app
-from services.cli.evaluation import eval_app
+from services.cli.evaluation import PROFILE_OPTION, eval_app
 from services.cli.serve_ray import serve_ray
 from services.cli.stack import stack_app
 from services.cli.train import train_app
@@ -35,6 +35,7 @@ from services.cli.ui import (
     task_updater,
 )
 from services.cli.worker import worker
+from services.common.config import CorpusProfile
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal
@@ -505,6 +506,7 @@ def evaluate(
     rerank_depth: Annotated[
         int | None, typer.Option(min=1, help="Chunks reranked by +rerank pipelines (default: rerank.depth)")
     ] = None,
+    profile: Annotated[CorpusProfile | None, PROFILE_OPTION] = None,
 ) -> None:
     """Index a BEIR dataset (cached by content hash) and report nDCG@10, Recall@100, MRR@10, latency.
 
@@ -515,10 +517,16 @@ def evaluate(
     """
 
     from services.evaluation.beir import load_beir
-    from services.evaluation.runner import PipelineSpec, eval_report, eval_reranker, evaluate_pipelines
+    from services.evaluation.runner import (
+        PipelineSpec,
+        eval_report,
+        eval_reranker,
+        evaluate_pipelines,
+        with_profile,
+    )
     from services.retrieval.embedder import build_embedder
 
-    settings = load_settings()
+    settings = with_profile(load_settings(), profile)
     if rerank_depth is not None:
         settings = settings.model_copy(
             update={"rerank": settings.rerank.model_copy(update={"depth": rerank_depth})}

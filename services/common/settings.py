@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.common.config import GrpcServerSettings, LlmSettings, RemoteSettings
+from services.common.config import CorpusSettings, GrpcServerSettings, LlmSettings, RemoteSettings
 from services.factcheck.config import FactCheckSettings
 from services.gateway.config import GatewaySettings
 from services.ingest.config import ChunkingSettings, IngestServiceSettings
@@ -52,6 +52,7 @@ class RampartSettings(BaseSettings):
         default=None, description="Optional secret mixed into API-key hashes (HMAC-SHA256)"
     )
 
+    corpus: CorpusSettings = CorpusSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     index: IndexSettings = IndexSettings()

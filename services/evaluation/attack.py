@@ -217,19 +217,25 @@ def attack_queries(
 def first_stages(
     q: Query, retriever: Retriever, rerank: RerankStage, settings: RampartSettings, *, k: int
 ) -> tuple[Trace, list[ScoredChunk]]:
-    """Hybrid retrieval then rerank (same stage objects and options as SearchPipeline); what is
-    handed to fact-check (the top-M, then its context peers down to ``context_depth``) is returned
-    beside the trace."""
+    """Hybrid retrieval then rerank (same stage objects and options as SearchPipeline, the evaluation
+    tenant's corpus profile applied as ``SearchPipeline.profiled`` does); what is handed to fact-check
+    (the top-M, then its context peers down to ``context_depth``) is returned beside the trace."""
     m = settings.factcheck.depth
     window = max(m, settings.factcheck.context_depth)
     depth = settings.rerank.depth if rerank.enabled else 0
     copies = max(m, depth) if settings.factcheck.copy_min_docs > 0 else 0
+    linked = settings.corpus.linked(EVAL_TENANT)
+    off = None if linked else 0  # a generic corpus: no link stream (None: the settings' value)
     params = replace(
-        SearchParams.from_settings(settings.fusion, top_k=max(k, window, depth)),
+        SearchParams.from_settings(
+            settings.fusion, top_k=max(k, window, depth), link_seeds=off, backlinks=off
+        ),
         vectors=True,
         copy_depth=copies,
         copy_expand=settings.factcheck.copy_border_threshold if copies else 0.0,
-        copy_leads=settings.factcheck.copy_threshold if copies and settings.factcheck.copy_subjects else 0.0,
+        copy_leads=settings.factcheck.copy_threshold
+        if copies and settings.factcheck.copy_subjects and linked
+        else 0.0,
     )
     outcome = retriever.search(q.query, EVAL_PRINCIPAL, params)
     hits = outcome.hits
@@ -237,7 +243,8 @@ def first_stages(
     degraded = list(outcome.degraded)
     if rerank.enabled:
         s = settings.rerank
-        r = rerank.apply(q.query, hits, depth=depth, mode=s.mode, weight=s.weight, link_weight=s.link_weight)
+        lift = s.link_weight if linked else 0.0
+        r = rerank.apply(q.query, hits, depth=depth, mode=s.mode, weight=s.weight, link_weight=lift)
         hits = r.hits
         degraded += r.degraded
     trace = Trace(q.attacked, q.relevant, topk=topk, reranked=_docs(hits[:m]), degraded=degraded)
@@ -255,6 +262,7 @@ def apply_factcheck(
         min_keep=f.min_keep,
         deadline_s=f.deadline_ms / 1000,
         context_depth=f.context_depth,
+        linked=settings.corpus.linked(EVAL_TENANT),
     )
     judged = [(h.chunk.doc_id, h.judgement.verdict) for h in checked.hits if h.judgement is not None]
     judged += [(j.doc_id, j.verdict) for j in checked.filtered]

@@ -105,10 +105,12 @@ class PrecomputedChecker:
         *,
         deadline_s: float,
         context: Sequence[CheckInput] = (),
+        linked: bool = True,
     ) -> CheckOutcome:
         n, ev = len(items), self.case.evidence
         peers = list(zip(context, ev[n : n + len(context)], strict=True))
-        return CheckOutcome(decide(query, items, ev[:n], self.settings, context=peers))
+        settings = self.settings.for_corpus(linked)
+        return CheckOutcome(decide(query, items, ev[:n], settings, context=peers))
 
     def check_ready(self) -> None:
         return None

@@ -4,7 +4,8 @@ Each Complex-routed question of a BEIR set runs through the adaptive orchestrato
 (over an evaluation index built by the product's ingest), with pair ordering off; its verified head
 (``chain.pair_depth`` documents), the cross-encoder's logit of each for the question, and the
 qrels' supporting documents make one :class:`PairExample`. The model then learns to reorder what
-serving will hand it.
+serving will hand it: the evaluation tenant runs under the linked corpus profile whatever the settings
+say, since only a linked tenant's results ever reach the model (docs/corpus-profiles.md).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from services.common.config import CorpusProfile
 from services.common.settings import RampartSettings
 from services.evaluation.beir import BeirDataset
-from services.evaluation.runner import EVAL_PRINCIPAL, ROUTED_DEPTH, eval_runtime
+from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, ROUTED_DEPTH, eval_runtime
 from services.models.pair_train import PairExample
 from services.orchestrator.chain.pair_order import doc_heads, pair_docs, question_logits
 from services.orchestrator.plan import QueryType
@@ -38,7 +40,12 @@ def collect_examples(
     many questions were read, routed elsewhere, or had fewer than two head documents."""
     from services.orchestrator.orchestrator import Ask
 
-    off = settings.model_copy(update={"chain": settings.chain.model_copy(update={"pair_order": False})})
+    off = settings.model_copy(
+        update={
+            "chain": settings.chain.model_copy(update={"pair_order": False}),
+            "corpus": settings.corpus.with_tenant(EVAL_TENANT, CorpusProfile.LINKED),
+        }
+    )
     depth = settings.chain.pair_depth
     examples: list[PairExample] = []
     counts = {"questions": 0, "not_complex": 0, "short_head": 0}

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from services.common.config import CorpusProfile
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, FusionMethod, Principal, ScoredChunk
@@ -35,6 +36,17 @@ from services.retrieval.hybrid import SearchOutcome, SearchParams
 
 EVAL_TENANT = "eval"
 EVAL_PRINCIPAL = Principal(tenant=EVAL_TENANT, user="evaluator", groups=[], scopes=["search"])
+
+
+def with_profile(settings: RampartSettings, profile: CorpusProfile | None) -> RampartSettings:
+    """``settings`` with the evaluation tenant's corpus profile set (``--profile``; ``None`` keeps the
+    settings'): the evaluated pipeline reads the profile from the principal's tenant, as served, so the
+    figures measure the code a tenant of that profile gets (docs/corpus-profiles.md)."""
+    if profile is None:
+        return settings
+    return settings.model_copy(update={"corpus": settings.corpus.with_tenant(EVAL_TENANT, profile)})
+
+
 DEFAULT_PIPELINES = ("bm25", "dense", "hybrid-minmax", "hybrid-zscore", "hybrid-rrf")
 METRICS = (
     "ndcg@10",
@@ -294,6 +306,7 @@ def build_pipeline(runtime: Runtime, spec: PipelineSpec) -> QueryPipeline:
         search,
         settings.chain.model_copy(update={"beam_width": spec.chain_beams}),
         build_proposer(settings.chain, settings.llm),
+        titles=pipeline.linked(EVAL_PRINCIPAL),  # as the orchestrator decides: the tenant's profile
     )
 
     def run_chain(query: str) -> Retrieved:
@@ -463,6 +476,7 @@ def eval_report(
         significance=standard_comparisons(per_query, specs),
         corpus_sha256=dataset.content_hash(),
         notes={
+            "corpus_profile": settings.corpus.of(EVAL_TENANT).value,
             "index": info,
             "chunking": settings.chunking.model_dump(mode="json"),
             "bm25": {"k1": settings.index.bm25_k1, "b": settings.index.bm25_b},

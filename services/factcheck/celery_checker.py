@@ -4,7 +4,9 @@ A check looks every passage up in the Redis evidence cache first, sends the rema
 passages as a group of batch tasks (``factcheck.celery.items_per_task`` passages each: one embedding
 call per task, not per passage), collects them within the deadline and runs the same classifier as
 the in-process checker, so both give identical verdicts for the same inputs (the contract suite
-checks it).
+checks it). The corpus profile (``check(linked=...)``) stays here too: the rules that read titles
+decide on the caller, and the workers' per-passage evidence does not depend on them, so a task carries
+no profile and workers of any version serve both profiles from one evidence cache.
 
 Failure is a verdict too: when Redis is down, no worker is up, a task fails or the deadline passes,
 ``check`` returns ``unverified`` with the reason and search goes on. Two things make that prompt:
@@ -171,6 +173,7 @@ class CeleryFactChecker:
         caller, with the rest of the set-level rules (the workers compute per-document evidence)."""
         self.app = app
         self.settings = settings
+        self.unlinked = settings.for_corpus(linked=False)  # what a check of a generic corpus decides with
         self._model_id = model_id
         self.conflicts = conflicts
         c = settings.celery
@@ -229,6 +232,7 @@ class CeleryFactChecker:
         *,
         deadline_s: float,
         context: Sequence[CheckInput] = (),
+        linked: bool = True,
     ) -> CheckOutcome:
         # Context passages travel as ordinary evidence tasks (and share the cache): with an LLM judge
         # configured on the workers they are judged too, and only the judged items' verdicts count.
@@ -252,7 +256,8 @@ class CeleryFactChecker:
         except Exception as exc:  # a bug or an unforeseen library error: degrade, with the trace logged
             log.error("celery fact-check failed", exc_info=exc)
             return CheckOutcome(unverified=True, reason=f"fact-check error ({type(exc).__name__})")
-        return CheckOutcome(decide_head(query, everything, evidence, n, self.settings, self.conflicts))
+        settings = self.settings if linked else self.unlinked
+        return CheckOutcome(decide_head(query, everything, evidence, n, settings, self.conflicts))
 
     def _exchange(
         self, fut: cf.Future[list[Evidence]], query: str, items: list[CheckInput], deadline: float

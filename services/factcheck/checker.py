@@ -49,10 +49,14 @@ class FactChecker(Protocol):
         *,
         deadline_s: float,
         context: Sequence[CheckInput] = (),
+        linked: bool = True,
     ) -> CheckOutcome:
         """Judge ``items`` for ``query`` within ``deadline_s`` seconds; never raises for a slow or
         absent backend (returns ``unverified`` instead), raises ``RampartError`` for bad input.
-        ``context``: passages ranked below ``items``, read as near-duplicate peers, not judged."""
+        ``context``: passages ranked below ``items``, read as near-duplicate peers, not judged.
+        ``linked``: the passages come from a corpus whose documents name each other by title, so the
+        rules that read titles apply (``FactCheckSettings.for_corpus``); the search pipeline passes its
+        tenant's corpus profile (docs/corpus-profiles.md)."""
         ...
 
     def check_ready(self) -> None:

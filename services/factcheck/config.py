@@ -43,6 +43,8 @@ FITTED: tuple[str, ...] = (
     "coverage_threshold",
     "relevance_threshold",
 )
+# The rules that read document titles: what the linked corpus profile turns on (FactCheckSettings.for_corpus).
+TITLE_RULES: tuple[str, ...] = ("title_links", "copy_subjects")
 _REFIT = "rewrite it with `rampart tune factcheck --out DIR`, or unset RAMPART_FACTCHECK__POLICY_DIR"
 
 
@@ -205,7 +207,7 @@ class FactCheckSettings(BaseModel):
         default=True,
         description="A near-copy that opens with a name neither the passage nor the query uses (a template "
         "family: '2011 Colorado Buffaloes football team' beside the 2009 page) does not count toward "
-        "copy_min_docs (services/common/subjects.py)",
+        "copy_min_docs (services/common/subjects.py); linked corpus profile only (docs/corpus-profiles.md)",
     )
     copy_border_threshold: float = Field(
         default_factory=_shipped("copy_border_threshold"),
@@ -307,7 +309,8 @@ class FactCheckSettings(BaseModel):
         description="Read document titles that passages spell out: a passage a relevant one names by "
         "title (or that names a relevant one's title and holds a query term that one lacks) is a "
         "bridge, not IRRELEVANT; two passages each about its own titled subject (neither names the "
-        "other) are never compared for conflicts nor count as a near-duplicate cluster (docs/factcheck.md)",
+        "other) are never compared for conflicts nor count as a near-duplicate cluster (docs/factcheck.md); "
+        "linked corpus profile only (docs/corpus-profiles.md)",
     )
     contradiction_pairs: int = Field(
         default=0,
@@ -349,6 +352,13 @@ class FactCheckSettings(BaseModel):
             policy = load_policy(Path(data["policy_dir"]) / POLICY_FILE)
             return {**policy, **data}
         return data
+
+    def for_corpus(self, linked: bool) -> FactCheckSettings:
+        """The settings a check of one tenant's corpus decides with: these, for a ``linked`` corpus;
+        without the rules that read document titles (:data:`TITLE_RULES`) for a generic one, whose
+        documents do not name each other, so a title a passage spells says nothing about how it relates
+        to another passage (docs/corpus-profiles.md)."""
+        return self if linked else self.model_copy(update=dict.fromkeys(TITLE_RULES, False))
 
     def resolve_contradiction_model_dir(self, models_dir: Path) -> Path:
         """``contradiction_model_dir``, or the folder ``rampart models build`` installs it in."""

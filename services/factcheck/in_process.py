@@ -37,6 +37,7 @@ class InProcessFactChecker:
         ``conflicts``: the contradiction classifier over pairs of passages (rule 3), if loaded."""
         self.embedder = embedder
         self.settings = settings
+        self.unlinked = settings.for_corpus(linked=False)  # what a check of a generic corpus decides with
         self.judge = judge
         self.conflicts = conflicts
         self._pool = cf.ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="factcheck")
@@ -53,11 +54,13 @@ class InProcessFactChecker:
         *,
         deadline_s: float,
         context: Sequence[CheckInput] = (),
+        linked: bool = True,
     ) -> CheckOutcome:
         everything = check_items(query, items, context)
         if not items:
             return CheckOutcome()
-        future = self._pool.submit(self._judge, query, everything, len(items))
+        settings = self.settings if linked else self.unlinked
+        future = self._pool.submit(self._judge, query, everything, len(items), settings)
         try:
             return CheckOutcome(future.result(timeout=max(0.0, deadline_s)))
         except cf.TimeoutError:
@@ -66,11 +69,13 @@ class InProcessFactChecker:
                 unverified=True, reason=f"fact-check did not finish within {deadline_s * 1000:.0f} ms"
             )
 
-    def _judge(self, query: str, everything: list[CheckInput], n: int) -> list[Judgement]:
+    def _judge(
+        self, query: str, everything: list[CheckInput], n: int, settings: FactCheckSettings
+    ) -> list[Judgement]:
         # context passages are only peers for clustering: the LLM judge never reads them
-        evidence = gather_evidence(query, everything[:n], self.embedder, self.settings, self.judge)
-        evidence += gather_evidence(query, everything[n:], self.embedder, self.settings)
-        return decide_head(query, everything, evidence, n, self.settings, self.conflicts)
+        evidence = gather_evidence(query, everything[:n], self.embedder, settings, self.judge)
+        evidence += gather_evidence(query, everything[n:], self.embedder, settings)
+        return decide_head(query, everything, evidence, n, settings, self.conflicts)
 
     def check_ready(self) -> None:
         return None

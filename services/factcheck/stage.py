@@ -80,10 +80,12 @@ class FactCheckStage:
         min_keep: int,
         deadline_s: float,
         context_depth: int = 0,
+        linked: bool = True,
     ) -> FactCheckResult:
         """Judge ``hits[:depth]``; ``hits[depth:context_depth]`` are read as near-duplicate peers and
         left out of the result (unjudged, they must not slip in where a judged one was filtered);
-        results below both are returned after the kept ones, unjudged."""
+        results below both are returned after the kept ones, unjudged. ``linked``: the rules that read
+        document titles apply (the tenant's corpus profile, :meth:`FactChecker.check`)."""
         t0 = time.perf_counter()
         if self.checker is None or depth <= 0 or not hits:
             return FactCheckResult(hits)
@@ -91,7 +93,7 @@ class FactCheckStage:
         context = [to_input(h) for h in hits[depth:context_depth]]
         try:
             outcome = self.checker.check(
-                query, [to_input(h) for h in head], deadline_s=deadline_s, context=context
+                query, [to_input(h) for h in head], deadline_s=deadline_s, context=context, linked=linked
             )
         except RampartError as exc:
             if exc.code is ErrorCode.INVALID_ARGUMENT:

@@ -57,7 +57,8 @@ def build_orchestrator(
         llm_answerer=LlmAnswerer(ChatClient(llm), settings.answer.max_context_chars)
         if llm is not None
         else None,
+        # read only for tenants of the linked corpus profile (orchestrator.pair_plan): none, none loaded
         pairs=PairModel.load(settings.chain.pair_model_dir or SHIPPED_PAIRS)
-        if settings.chain.pair_order
+        if settings.chain.pair_order and settings.corpus.any_linked()
         else None,
     )

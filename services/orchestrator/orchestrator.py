@@ -110,6 +110,18 @@ def pair_promote(route: Route, settings: ChainSettings) -> int | None:
     return None if orders_pairs(route) else settings.low_pair_promote
 
 
+def pair_plan(
+    route: Route, settings: ChainSettings, model: PairModel | None, linked: bool
+) -> tuple[PairModel | None, int | None]:
+    """The pair model for a route and how it treats it (:func:`pair_promote`), or no model: for a route
+    promoting nothing, and for a generic corpus (``linked`` False). The model was fitted on documents
+    that name each other (its ``links`` and ``qnamed`` features read titles) and a two-hop pair is
+    what it finds; a corpus whose documents do not name each other gives it neither
+    (docs/corpus-profiles.md)."""
+    promote = pair_promote(route, settings)
+    return (model if promote != 0 and linked else None), promote
+
+
 class Orchestrator:
     def __init__(
         self,
@@ -235,9 +247,12 @@ class Orchestrator:
             # the chain orders each hop's evidence by title links itself (named_titles); a lifted ranking
             # would count every link twice (HotpotQA train half: all_supporting@5 0.938 -> 0.915 with both)
             rerank = replace(rerank, link_weight=0.0)
-        fc = self.pipeline.factcheck_options()
-        promote = pair_promote(route, self.settings.chain)
-        pairs = self.pairs if promote != 0 else None
+        # the tenant's corpus profile, once for every search below and the check after them
+        params, rerank, fc = self.pipeline.profiled(
+            principal, params, rerank, self.pipeline.factcheck_options()
+        )
+        linked = self.pipeline.linked(principal)
+        pairs, promote = pair_plan(route, self.settings.chain, self.pairs, linked)
         # a promoting route reorders only the first PROMOTE_DEPTH: the check judges what it would anyway
         judge = max(fc.depth, ask.top_k, self.settings.chain.pair_depth if pairs and promote is None else 0)
         # the searches skip the check (it runs once, on the merged results) but fetch what it reads
@@ -261,6 +276,7 @@ class Orchestrator:
                 plan_chain(self.settings.chain, plan),
                 self.proposer,
                 trace_content=self.settings.trace_content,
+                titles=linked,
             ).run(query)
             outcome = SearchOutcome(
                 hits=chain.hits,

@@ -134,6 +134,7 @@ class Runtime:
             settings.rerank,
             FactCheckStage(checker),
             settings.factcheck,
+            settings.corpus,
         )
         log.info(
             "runtime ready",

@@ -2,6 +2,8 @@
 
 It is the one place that turns a search request into results, used in-process by the embedded
 gateway, by ``rampart eval`` (so figures measure this code) and (later) inside the Ray Serve deployment.
+It is also where a tenant's corpus profile takes effect (docs/corpus-profiles.md): every search reads
+the principal's tenant, and a ``generic`` corpus is searched without the features that follow titles.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from services.common.config import CorpusSettings
 from services.common.tracing import stage_span
 from services.common.types import Principal
 from services.factcheck.config import FactCheckSettings
@@ -43,6 +46,8 @@ class FactCheckOptions:
     copies: bool = False  # ask the index for claim-vector near-copies of the judged results
     copy_expand: float = 0.0  # and for the near-copies of their closest copies at this cosine (0 = no)
     copy_leads: float = 0.0  # and the opening name of their closest copies at this cosine (0 = no)
+    # the rules that read document titles apply (FactChecker.check); cleared for a generic corpus
+    linked: bool = True
 
 
 class SearchPipeline:
@@ -54,13 +59,16 @@ class SearchPipeline:
         rerank_defaults: RerankSettings | None = None,
         factcheck: FactCheckStage | None = None,
         factcheck_defaults: FactCheckSettings | None = None,
+        corpus: CorpusSettings | None = None,
     ) -> None:
+        """``corpus``: each tenant's corpus profile (default: every tenant ``generic``)."""
         self.retriever = retriever
         self.defaults = defaults
         self.rerank = rerank or RerankStage(None)
         self.rerank_defaults = rerank_defaults or RerankSettings()
         self.factcheck = factcheck or FactCheckStage(None)
         self.factcheck_defaults = factcheck_defaults or FactCheckSettings()
+        self.corpus = corpus or CorpusSettings()
 
     def params(self, *, top_k: int, **overrides: Any) -> SearchParams:
         """Request parameters: settings' defaults, overridden per request (see SearchParams.from_settings)."""
@@ -101,6 +109,27 @@ class SearchPipeline:
             copy_leads=d.copy_threshold if d.copy_min_docs > 0 and d.copy_subjects else 0.0,
         )
 
+    def linked(self, principal: Principal) -> bool:
+        """Whether ``principal``'s tenant holds a corpus whose documents name each other by title."""
+        return self.corpus.linked(principal.tenant)
+
+    def profiled(
+        self, principal: Principal, params: SearchParams, rerank: RerankOptions, fc: FactCheckOptions
+    ) -> tuple[SearchParams, RerankOptions, FactCheckOptions]:
+        """The request's options as its tenant's corpus profile allows. A ``linked`` corpus keeps them;
+        a ``generic`` one is searched without the link stream (``link_seeds``, ``backlinks``), the
+        two-hop lift (``link_weight``), the fact-check's title rules (``linked``) and the copy leads
+        only those rules read: on corpora whose documents do not name each other these gain nothing
+        and cost quality on some (docs/corpus-profiles.md). :meth:`search` applies it to every
+        search; a caller that checks on its own (the orchestrator) applies it first."""
+        if self.linked(principal):
+            return params, rerank, fc
+        return (
+            replace(params, link_seeds=0, backlinks=0, copy_leads=0.0),
+            replace(rerank, link_weight=0.0),
+            replace(fc, linked=False, copy_leads=0.0),
+        )
+
     def for_check(
         self, params: SearchParams, fc: FactCheckOptions, opts: RerankOptions, judge: int
     ) -> SearchParams:
@@ -128,8 +157,9 @@ class SearchPipeline:
         rerank: RerankOptions | None = None,
         factcheck: FactCheckOptions | None = None,
     ) -> SearchOutcome:
-        opts = rerank or self.rerank_options()
-        fc = factcheck or self.factcheck_options()
+        params, opts, fc = self.profiled(
+            principal, params, rerank or self.rerank_options(), factcheck or self.factcheck_options()
+        )
         wanted = params.top_k
         # every returned result is judged: the checker sees at least top_k
         judge = max(fc.depth, wanted) if fc.enabled else 0
@@ -182,8 +212,9 @@ class SearchPipeline:
 
     def check(self, query: str, outcome: SearchOutcome, fc: FactCheckOptions, *, judge: int) -> None:
         """Fact-check ``outcome.hits`` in place: the top ``judge`` are judged, the results down to
-        ``fc.context_depth`` are read as near-duplicate peers; the orchestrator calls this once on a
-        chain's or a corrective search's merged results."""
+        ``fc.context_depth`` are read as near-duplicate peers, with the title rules when ``fc.linked``
+        (:meth:`profiled`); the orchestrator calls this once on a chain's or a corrective search's merged
+        results."""
         peers = fc.context_depth
         # only judged results go on: a filtered one is not replaced by an unjudged one from below
         with stage_span("rampart.factcheck", depth=judge, context_depth=peers) as span:
@@ -194,6 +225,7 @@ class SearchPipeline:
                 min_keep=fc.min_keep,
                 deadline_s=fc.deadline_s,
                 context_depth=peers,
+                linked=fc.linked,
             )
             span.set_attributes(
                 {

@@ -62,7 +62,8 @@ class RerankSettings(BaseModel):
         ge=0.0,
         le=1.0,
         description="Two-hop lift: a candidate linked by title to one of the two best reranked pages rises "
-        "this share of the way from the head's lowest score to that page's (0 = off; docs/reranking.md)",
+        "this share of the way from the head's lowest score to that page's (0 = off; docs/reranking.md); for "
+        "tenants of the linked corpus profile (docs/corpus-profiles.md)",
     )
     max_length: int | None = Field(
         default=None, ge=16, le=512, description="Tokens per (query, chunk) pair; default: the model's own"

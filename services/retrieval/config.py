@@ -78,7 +78,8 @@ class FusionSettings(BaseModel):
         default=3,
         ge=0,
         le=MAX_LINK_SEEDS,
-        description="Pages the top N fused results name by title join the reranked head (0 = off)",
+        description="Pages the top N fused results name by title join the reranked head (0 = off); "
+        "for tenants of the linked corpus profile (docs/corpus-profiles.md)",
     )
     # 2: tuned on HotpotQA train (docs/retrieval.md, "Pages that name the top results").
     backlinks: int = Field(
@@ -86,5 +87,6 @@ class FusionSettings(BaseModel):
         ge=0,
         le=MAX_BACKLINKS,
         description="With link_seeds, at most this many pages that name those results by title (the best "
-        "for the query by BM25) join the reranked head after the named ones (0 = off)",
+        "for the query by BM25) join the reranked head after the named ones (0 = off); linked corpus "
+        "profile only",
     )

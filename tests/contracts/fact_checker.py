@@ -56,6 +56,23 @@ IRRELEVANT = CheckInput(
     rerank_logit=-6.0,
 )
 MIXED = [RELEVANT, INJECTION, *PARAPHRASES, IRRELEVANT]
+# A two-hop pair: the relevant page names the one the answer needs next, which alone looks irrelevant.
+# A bridge under the linked corpus profile; the generic profile reads no titles (docs/corpus-profiles.md).
+BRIDGE_QUERY = "When did the sultan who commissioned the Laleli Mosque reign?"
+NAMING = CheckInput(
+    chunk_id="mosque-1",
+    doc_id="laleli-mosque",
+    title="Laleli Mosque",
+    text="The Laleli Mosque in Fatih, Istanbul, was commissioned by Sultan Mustafa III.",
+    rerank_logit=3.0,
+)
+NAMED = CheckInput(
+    chunk_id="ruler-1",
+    doc_id="mustafa-iii",
+    title="Mustafa III",
+    text="He was the Ottoman ruler from 1757 to 1774 and reformed the army.",
+    rerank_logit=-10.0,
+)
 
 
 def hostile_items() -> list[CheckInput]:
@@ -101,8 +118,8 @@ def reference_checker(embedder: Embedder, models_dir: Path) -> InProcessFactChec
 class FactCheckerContract:
     """Every ``FactChecker`` keeps these promises: the classifier's verdicts for the same inputs,
     ``context`` passages vouching without being judged, stored vectors used all or none, any text
-    judged (huge, binary, lone surrogates), ``INVALID_ARGUMENT`` for a blank query, ready when its
-    backend is.
+    judged (huge, binary, lone surrogates), ``INVALID_ARGUMENT`` for a blank query, the title rules
+    only for a ``linked`` corpus, ready when its backend is.
 
     Provide ``checker`` (the implementation under test, its factcheck settings updated with
     ``CLUSTER``) and ``in_process`` (``reference_checker``, module-scoped: it loads the models).
@@ -153,6 +170,23 @@ class FactCheckerContract:
         assert set(got.values()) == {Verdict.RELEVANT}
         mixed = verdicts(checker.check(QUERY, [*stored[:3], PARAPHRASES[3]], deadline_s=DEADLINE_S))
         assert set(mixed.values()) == {Verdict.ADVERSARIAL}
+
+    @pytest.mark.timeout(120)
+    def test_title_rules_only_for_a_linked_corpus(
+        self, checker: FactChecker, in_process: FactChecker
+    ) -> None:
+        """``linked`` (the tenant's corpus profile) decides whether the bridge rule reads titles; the
+        verdicts match the reference either way (a Celery check decides on the caller, from the same
+        cached evidence)."""
+        pair = [NAMING, NAMED]
+        linked = checker.check(BRIDGE_QUERY, pair, deadline_s=DEADLINE_S)
+        generic = checker.check(BRIDGE_QUERY, pair, deadline_s=DEADLINE_S, linked=False)
+        assert verdicts(linked) == {"mosque-1": Verdict.RELEVANT, "ruler-1": Verdict.RELEVANT}
+        assert linked.judgements[1].reason == "a bridge: the relevant passage 'Laleli Mosque' names it"
+        assert verdicts(generic) == {"mosque-1": Verdict.RELEVANT, "ruler-1": Verdict.IRRELEVANT}
+        for got, flag in ((linked, True), (generic, False)):
+            want = in_process.check(BRIDGE_QUERY, pair, deadline_s=DEADLINE_S, linked=flag)
+            assert_same(got.judgements, want.judgements)
 
     def test_empty_items(self, checker: FactChecker) -> None:
         outcome = checker.check(QUERY, [], deadline_s=DEADLINE_S)

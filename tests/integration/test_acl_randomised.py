@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from services.common.config import CorpusProfile, CorpusSettings
+from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal, SearchFilters
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
@@ -52,6 +54,13 @@ PATHS: list[dict[str, Any]] = [
     {"factcheck": {"enabled": False}, "rerank": {"enabled": False}},
     {"factcheck": {"depth": 100, "min_keep": 0}},
 ]
+
+
+@pytest.fixture()
+def settings(settings: RampartSettings) -> RampartSettings:
+    """Every tenant's corpus linked (its documents name each other): the pages the link stream adds,
+    named by or naming the top results, are a path the ACL must hold on too (docs/corpus-profiles.md)."""
+    return settings.model_copy(update={"corpus": CorpusSettings(profile=CorpusProfile.LINKED)})
 
 
 def corpus(rng: random.Random) -> list[Document]:

@@ -13,11 +13,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from services.common.config import LlmSettings
+from services.common.config import CorpusProfile, CorpusSettings, LlmSettings
 from services.common.net import free_port
 from services.common.settings import RampartSettings
-from services.common.types import Acl, Document, Principal
+from services.common.types import Acl, Document, Principal, ScoredChunk
 from services.factcheck.config import FactCheckSettings
+from services.orchestrator.chain import retriever as chain_retriever
 from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.chain.named_titles import LINK_DEPTH
 from services.orchestrator.chain.pair_order import PAIR_FEATURES, PairModel
@@ -35,15 +36,20 @@ from tests.integration.scripted_llm import Scripted, chat
 from tests.unit.test_chain import BRIDGE, COMPARISON, CORPUS
 
 WHO = Principal(tenant="wiki", user="reader", groups=["all"])
+PAPERS = Principal(tenant="papers", user="reader", groups=["all"])  # the same pages, generic profile
+# a wiki's pages name each other by title: the chain's title rules and evidence pairs are for it
+LINKED = CorpusSettings(tenants={"wiki": CorpusProfile.LINKED})
 _exporter = InMemorySpanExporter()
 
 
 def indexed(settings: RampartSettings, embedder: Embedder, reranker: Reranker) -> Iterator[Runtime]:
-    """A runtime with CORPUS ingested, closed when the caller is done with it."""
+    """A runtime with CORPUS ingested for the wiki tenant (linked) and the papers tenant (generic),
+    closed when the caller is done with it."""
     runtime = Runtime.open(settings, embedder=embedder, reranker=reranker)
     docs = [
-        Document(id=doc_id, tenant="wiki", acl=Acl(groups=["all"]), title=title, text=text)
+        Document(id=doc_id, tenant=tenant, acl=Acl(groups=["all"]), title=title, text=text)
         for doc_id, (title, text) in CORPUS.items()
+        for tenant in (WHO.tenant, PAPERS.tenant)
     ]
     assert all(r.outcome.value == "indexed" for r in runtime.ingest.ingest(docs))
     yield runtime
@@ -59,6 +65,7 @@ def rt(
         models_dir=models_dir,
         log_level="WARNING",
         factcheck=FactCheckSettings(enabled=False),
+        corpus=LINKED,
     )
     yield from indexed(settings, embedder, reranker)
 
@@ -69,7 +76,10 @@ def checked(
 ) -> Iterator[Runtime]:
     """The same corpus with the fact-check on (in-process), as the gateway serves by default."""
     settings = RampartSettings(
-        data_dir=tmp_path_factory.mktemp("checked") / "data", models_dir=models_dir, log_level="WARNING"
+        data_dir=tmp_path_factory.mktemp("checked") / "data",
+        models_dir=models_dir,
+        log_level="WARNING",
+        corpus=LINKED,
     )
     yield from indexed(settings, embedder, reranker)
 
@@ -139,7 +149,7 @@ def test_routed_complex_question_orders_its_verified_pair_first(
     rt: Runtime, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     orchestrator = rt.orchestrator
-    assert orchestrator.pairs is not None  # on by default, the shipped weights
+    assert orchestrator.pairs is not None  # on by default for a linked tenant, the shipped weights
     spans.clear()
     done = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
     assert done.route.type is QueryType.COMPLEX and "pairs" in done.timings_ms
@@ -182,6 +192,30 @@ def test_a_two_hop_question_routed_simple_still_gets_its_pair_ordered(
         assert set(docs(done.outcome)[:4]) >= {"kiss", "temple"}
     else:
         assert "pairs" in unordered.timings_ms and set(docs(done.outcome)[:2]) == {"kiss", "temple"}
+
+
+def test_a_generic_tenant_gets_neither_evidence_pairs_nor_title_order(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One orchestrator, two tenants holding the same pages: the wiki tenant (linked) gets the chain's
+    title rules and the pair stage, the papers tenant (generic, the default) neither."""
+    orchestrator = rt.orchestrator
+    assert orchestrator.router is not None
+    two_hop = Route(QueryType.COMPLEX, Complexity.HIGH, 0.9, reason="test")
+    monkeypatch.setattr(orchestrator.router, "classify", lambda query, history: two_hop)
+    ordered: list[str] = []
+    real = chain_retriever.linked_next
+
+    def spy(question: str, hits: list[ScoredChunk]) -> list[ScoredChunk]:
+        ordered.append(question)
+        return real(question, hits)
+
+    monkeypatch.setattr(chain_retriever, "linked_next", spy)
+    wiki = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), WHO)
+    assert "pairs" in wiki.timings_ms and ordered == [BRIDGE]
+    papers = orchestrator.run(Ask(query=BRIDGE, top_k=5, remember=False), PAPERS)
+    assert papers.chain is not None and "pairs" not in papers.timings_ms and ordered == [BRIDGE]
+    assert papers.outcome.hits and all(h.chunk.tenant == "papers" for h in papers.outcome.hits)
 
 
 @pytest.mark.parametrize("question", [BRIDGE, "Who was Ed Wood?"])

@@ -154,6 +154,7 @@ def test_eval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
         assert figures["ndcg@10"] == pytest.approx(1.0), name
         assert figures["latency_ms_p50"] > 0
     assert report["notes"]["rerank"]["model"].startswith("rampart-minilm-l6-ce")
+    assert report["notes"]["corpus_profile"] == "generic"  # the default (docs/corpus-profiles.md)
     assert out_json.with_suffix(".png").stat().st_size > 1000
     # second run reuses the cached index
     run(env, "eval", str(data), "--pipelines", "bm25")
@@ -162,12 +163,24 @@ def test_eval_on_a_tiny_beir_set(env: dict[str, str], tmp_path: Path) -> None:
 
 
 def test_eval_routed_alone_reranks_as_served(env: dict[str, str], tmp_path: Path) -> None:
-    """``routed`` on its own must load the reranker like the gateway does (it once ran without)."""
+    """``routed`` on its own must load the reranker like the gateway does (it once ran without); under
+    ``--profile linked`` (the evaluation tenant's), which the report records."""
     data = write_beir(tmp_path / "beir")
     out_json = tmp_path / "routed.json"
-    run(env, "eval", str(data), "--pipelines", "routed,chain:1", "--json", str(out_json))
+    run(
+        env,
+        "eval",
+        str(data),
+        "--pipelines",
+        "routed,chain:1",
+        "--profile",
+        "linked",
+        "--json",
+        str(out_json),
+    )
     report = json.loads(out_json.read_text())
     assert report["notes"]["rerank"]["model"].startswith("rampart-minilm-l6-ce")
+    assert report["notes"]["corpus_profile"] == "linked"
     for name in ("routed", "chain:1"):
         figures = report["pipelines"][name]
         assert figures["all_supporting@2"] == pytest.approx(1.0), name
@@ -180,6 +193,7 @@ def test_eval_rejects_bad_input(env: dict[str, str], tmp_path: Path) -> None:
         (["eval", str(tmp_path / "missing")], "corpus.jsonl"),
         (["eval", str(data), "--split", "dev"], "test"),
         (["eval", str(data), "--pipelines", "magic"], "unknown pipeline"),
+        (["eval", str(data), "--profile", "wiki"], "'wiki' is not one of"),
     ]:
         result = CliRunner().invoke(app, args, env=env)
         assert result.exit_code == 2, result.output

@@ -48,8 +48,11 @@ def test_eval_attack_reports_every_figure(env: dict[str, str], tmp_path: Path) -
     # the adaptive pipeline (/v1/answer's) withholds it too: its searches fetch the copies the check reads
     assert r["routed_poison_in_context"] == 0.0 and r["routed_degraded_queries"] == 0
     assert r["routed_clean_recall@10"] == 1.0
-    # the poisoned index is cached beside the clean one, and reused
-    run(env, "eval", "attack", str(data), str(attacks))
+    assert r["corpus_profile"] == "generic"  # the default (docs/corpus-profiles.md)
+    # the poisoned index is cached beside the clean one, and reused, whatever the profile
+    run(env, "eval", "attack", str(data), str(attacks), "--profile", "linked", "--json", str(out_json))
+    linked = json.loads(out_json.read_text())
+    assert linked["corpus_profile"] == "linked" and linked["poison_in_context"] == 0.0
     caches = sorted(p.name for p in (Path(env["RAMPART_DATA_DIR"]) / "eval-cache").iterdir())
     assert len(caches) == 2 and "-poison-" in caches[1]
 

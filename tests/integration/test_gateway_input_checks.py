@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from services.common import wire
+from services.common.config import CorpusProfile, CorpusSettings
 from services.common.errors import RampartError
+from services.common.settings import RampartSettings
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
+from services.orchestrator.runtime import Runtime
+from services.rerank.reranker import Reranker
 from services.retrieval.config import FusionSettings
+from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever, SearchParams
 
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"], scopes=["search", "ingest"])
@@ -29,14 +36,21 @@ LEAVE = {
 WORDLESS = ["???", "\u0000", "🙂🙂", "\x07 \x1b", "!?-- ..."]
 
 
-@pytest.fixture()
-def api(runtime: Any, tmp_path: Any) -> Iterator[tuple[TestClient, dict[str, str]]]:
+@contextmanager
+def serve(runtime: Any, tmp_path: Any) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """A gateway over ``runtime`` with LEAVE ingested and ALICE's key."""
     keys = ApiKeyStore(tmp_path / "keys.json")
     headers = {"Authorization": f"Bearer {keys.create(ALICE)[0]}"}
     with TestClient(create_app(runtime, keys)) as client:
         r = client.post("/v1/documents", json={"documents": [LEAVE]}, headers=headers)
         assert r.status_code == 200 and r.json()["indexed"] == 1, r.text
         yield client, headers
+
+
+@pytest.fixture()
+def api(runtime: Any, tmp_path: Any) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    with serve(runtime, tmp_path) as served:
+        yield served
 
 
 def error(resp: Any, status: int, code: str = "invalid_argument") -> dict[str, Any]:
@@ -173,15 +187,44 @@ def test_link_counts_out_of_range_are_400(
     assert body["details"]["errors"][0]["field"] == f"body.fusion.{field}"
 
 
-def test_backlinks_per_request_are_served(api: tuple[TestClient, dict[str, str]]) -> None:
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"fusion": {"link_seeds": 3}}, "fusion.link_seeds"),
+        ({"fusion": {"link_seeds": 0, "backlinks": 2}}, "fusion.backlinks"),
+        ({"rerank": {"link_weight": 0.5}}, "rerank.link_weight"),
+    ],
+)
+def test_link_options_are_refused_for_a_generic_tenant(
+    api: tuple[TestClient, dict[str, str]], options: dict[str, Any], field: str
+) -> None:
+    """acme's corpus profile is generic (the default), which switches the link features off: asking
+    for one is a 400 naming the option and the fix, not a knob silently ignored; 0 (off) is served."""
     client, headers = api
-    for backlinks in (0, 10):
-        r = client.post(
-            "/v1/search",
-            json={"query": "leave", "fusion": {"link_seeds": 3, "backlinks": backlinks}},
-            headers=headers,
-        )
-        assert r.status_code == 200, r.text
+    body = error(client.post("/v1/search", json={"query": "leave", **options}, headers=headers), 400)
+    assert body["details"]["field"] == field
+    assert "corpus profile is generic" in body["message"]
+    assert """RAMPART_CORPUS__TENANTS='{"acme": "linked"}'""" in body["message"], body["message"]
+    off = {"fusion": {"link_seeds": 0, "backlinks": 0}, "rerank": {"link_weight": 0}}
+    assert client.post("/v1/search", json={"query": "leave", **off}, headers=headers).status_code == 200
+
+
+def test_backlinks_per_request_are_served_to_a_linked_tenant(
+    settings: RampartSettings, embedder: Embedder, reranker: Reranker, tmp_path: Path
+) -> None:
+    linked = settings.model_copy(update={"corpus": CorpusSettings(tenants={"acme": CorpusProfile.LINKED})})
+    with (
+        Runtime.open(linked, embedder=embedder, reranker=reranker) as runtime,
+        serve(runtime, tmp_path) as api,
+    ):
+        client, headers = api
+        for backlinks in (0, 10):
+            r = client.post(
+                "/v1/search",
+                json={"query": "leave", "fusion": {"link_seeds": 3, "backlinks": backlinks}},
+                headers=headers,
+            )
+            assert r.status_code == 200, r.text
 
 
 # ---- 4. wrong method ------------------------------------------------------------------------------

@@ -11,12 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
+from services.common.config import CorpusProfile, CorpusSettings
 from services.common.settings import RampartSettings
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
 from services.orchestrator.runtime import Runtime
 from services.rerank.config import RerankSettings, TritonSettings
+from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from tests.conftest import free_port
 from tests.integration.test_gateway import HANDBOOK, ingest, search
@@ -101,20 +103,24 @@ TWO_HOP = [
 ]
 
 
-def test_link_weight_lifts_the_page_the_best_one_names(runtime: Runtime, tmp_path: Path) -> None:
+def test_link_weight_lifts_the_page_the_best_one_names(
+    settings: RampartSettings, embedder: Embedder, reranker: Reranker, tmp_path: Path
+) -> None:
     """The real model reads "how often do engineers get a new laptop" against each page alone: the
     Procurement Desk page, which the best page names, says nothing about laptops and ranks below the
     page on laptop bags. Lifted to 0.99 of the way to the best page's score it comes second; the raw
-    logits are the same either way."""
-    client, k = client_for(runtime, tmp_path, TWO_HOP)
-    with client:
-        query = "how often do engineers get a new laptop"
-        plain = search(client, k["bob"], query, rerank={**ON, "link_weight": 0}).json()
-        assert [r["doc_id"] for r in plain["results"][:3]] == ["laptop", "bags", "desk"]
-        lifted = search(client, k["bob"], query, rerank={**ON, "link_weight": 0.99}).json()
-        assert [r["doc_id"] for r in lifted["results"][:3]] == ["laptop", "desk", "bags"]
-        logits = {r["doc_id"]: r["scores"]["rerank"] for r in plain["results"]}
-        assert {r["doc_id"]: r["scores"]["rerank"] for r in lifted["results"]} == logits
+    logits are the same either way. The lift is a link feature: acme's corpus is linked here."""
+    linked = settings.model_copy(update={"corpus": CorpusSettings(tenants={"acme": CorpusProfile.LINKED})})
+    with Runtime.open(linked, embedder=embedder, reranker=reranker) as runtime:
+        client, k = client_for(runtime, tmp_path, TWO_HOP)
+        with client:
+            query = "how often do engineers get a new laptop"
+            plain = search(client, k["bob"], query, rerank={**ON, "link_weight": 0}).json()
+            assert [r["doc_id"] for r in plain["results"][:3]] == ["laptop", "bags", "desk"]
+            lifted = search(client, k["bob"], query, rerank={**ON, "link_weight": 0.99}).json()
+            assert [r["doc_id"] for r in lifted["results"][:3]] == ["laptop", "desk", "bags"]
+            logits = {r["doc_id"]: r["scores"]["rerank"] for r in plain["results"]}
+            assert {r["doc_id"]: r["scores"]["rerank"] for r in lifted["results"]} == logits
 
 
 def test_reranking_never_widens_acls(api: tuple[TestClient, dict[str, str]]) -> None:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from services.common.config import GrpcServerSettings, RemoteSettings
+from services.common.config import CorpusProfile, CorpusSettings, GrpcServerSettings, RemoteSettings
 from services.common.net import free_port
 from services.common.types import Acl, Chunk, Principal
+from services.orchestrator.search import SearchPipeline
 from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
@@ -45,14 +46,17 @@ DOCS = [
 
 
 def writes(
-    embedder: Embedder, index: EmbeddedIndex, docs: list[tuple[str, str, list[str], str]] = DOCS
+    embedder: Embedder,
+    index: EmbeddedIndex,
+    docs: list[tuple[str, str, list[str], str]] = DOCS,
+    tenant: str = "acme",
 ) -> list[DocumentWrite]:
     texts = [t for *_, t in docs]
     vectors = embedder.embed(texts)
     lengths = index.token_lengths(texts)
     return [
         DocumentWrite(
-            tenant="acme",
+            tenant=tenant,
             doc_id=doc_id,
             version=1,
             content_hash="h",
@@ -65,7 +69,7 @@ def writes(
                     Chunk(
                         chunk_id=f"{doc_id}#0",
                         doc_id=doc_id,
-                        tenant="acme",
+                        tenant=tenant,
                         ordinal=0,
                         text=text,
                         title=title,
@@ -130,6 +134,29 @@ def test_link_stream_keeps_the_acl(index: EmbeddedIndex, embedder: Embedder) -> 
         got = docs(retriever.search(QUESTION, who, params(12, 1)).hits)
         assert ("ledger" in got) is (who is BOB)  # named by the seed, readable by hr only
     assert "ledger" not in docs(retriever.search(QUESTION, ALICE, params(40, 3)).hits)
+
+
+def test_the_pipeline_follows_links_for_a_linked_tenant_only(tmp_path: Path, embedder: Embedder) -> None:
+    """One search pipeline over an index holding the same pages for two tenants: the pages the seed
+    names join the wiki tenant's head (linked), not the papers tenant's (generic, the default), from the
+    same settings' link_seeds."""
+    ix = EmbeddedIndex.open(tmp_path / "index", dim=embedder.dim)
+    try:
+        ix.write(writes(embedder, ix) + writes(embedder, ix, tenant="papers"))
+        pipeline = SearchPipeline(
+            HybridRetriever(ix, embedder),
+            FusionSettings(),
+            corpus=CorpusSettings(tenants={"acme": CorpusProfile.LINKED}),
+        )
+        wiki = pipeline.search(QUESTION, ALICE, pipeline.params(top_k=8))
+        papers = pipeline.search(
+            QUESTION, ALICE.model_copy(update={"tenant": "papers"}), pipeline.params(top_k=8)
+        )
+    finally:
+        ix.close()
+    assert {"subpop", "endino"} <= set(docs(wiki.hits)) and "link" in wiki.timings_ms
+    assert not {"subpop", "endino"} & set(docs(papers.hits)) and "link" not in papers.timings_ms
+    assert all(h.chunk.tenant == "papers" for h in papers.hits)
 
 
 def test_small_head_keeps_at_least_its_top(index: EmbeddedIndex, embedder: Embedder) -> None:

@@ -68,3 +68,17 @@ def test_no_llm_endpoint_means_heuristics(tmp_path: Path) -> None:
     orch = orchestrator(tmp_path, chain={"use_llm": True})
     assert isinstance(orch.proposer, HeuristicProposer)
     orch.close()
+
+
+def test_the_pair_model_is_loaded_only_when_some_tenant_is_linked(tmp_path: Path) -> None:
+    """Evidence pairs serve the linked corpus profile only (orchestrator.pair_plan): with every tenant
+    generic, the default, nothing reads the model, so none is loaded."""
+    generic = orchestrator(tmp_path, chain={"pair_order": True})
+    assert generic.pairs is None
+    generic.close()
+    one = orchestrator(tmp_path, chain={"pair_order": True}, corpus={"tenants": {"wiki": "linked"}})
+    assert one.pairs is not None
+    one.close()
+    off = orchestrator(tmp_path, chain={"pair_order": False}, corpus={"profile": "linked"})
+    assert off.pairs is None
+    off.close()

@@ -199,6 +199,10 @@ def test_top_two_standing_apart_stop_after_one_call() -> None:
     calls.clear()
     hopped = ChainRetriever(search, ChainSettings(min_prior=0.0, apart_ratio=None)).run(BRIDGE)
     assert hopped.stopped != "apart" and hopped.calls > 1
+    # without the title rules (a generic corpus) the sequel keeps its place
+    calls.clear()
+    plain = ChainRetriever(search, ChainSettings(min_prior=0.0), titles=False).run(BRIDGE)
+    assert doc_ids(plain.hits)[:3] == ["kiss", "sequel", "radio"]
 
 
 def test_route_plans_bound_the_chain_per_complexity() -> None:

@@ -530,6 +530,7 @@ class Scripted:
         self.delay = delay
         self.seen: list[CheckInput] = []
         self.context: list[CheckInput] = []
+        self.linked: bool | None = None
 
     def check(
         self,
@@ -538,9 +539,11 @@ class Scripted:
         *,
         deadline_s: float,
         context: Sequence[CheckInput] = (),
+        linked: bool = True,
     ) -> CheckOutcome:
         self.seen = list(items)
         self.context = list(context)
+        self.linked = linked
         if self.error:
             raise self.error
         if self.delay > deadline_s:
@@ -629,3 +632,37 @@ def test_in_process_deadline_returns_unverified() -> None:
             checker.check("  ", [item("a", "text")], deadline_s=1.0)
     finally:
         checker.close()
+
+
+def test_the_stage_tells_the_checker_the_corpus_profile() -> None:
+    checker = Scripted([R])
+    FactCheckStage(checker).apply("q", [hit(0)], depth=1, min_keep=1, deadline_s=1.0)
+    assert checker.linked is True  # the stage's own default: today's rules; the pipeline decides
+    FactCheckStage(checker).apply("q", [hit(0)], depth=1, min_keep=1, deadline_s=1.0, linked=False)
+    assert checker.linked is False
+
+
+def test_in_process_checker_reads_titles_only_for_a_linked_corpus() -> None:
+    """``linked=False`` (a generic tenant) decides as ``title_links`` and ``copy_subjects`` off would:
+    the page the relevant one names is no bridge."""
+    mosque = item(
+        "mosque",
+        "The Laleli Mosque in Fatih, Istanbul, was commissioned by Sultan Mustafa III.",
+        title="Laleli Mosque",
+    )
+    ruler = item(
+        "ruler", "He reigned from 1757 to 1774 and reformed the army.", logit=-10.0, title="Mustafa III"
+    )
+    settings = FactCheckSettings()
+    assert settings.for_corpus(linked=True) is settings
+    unlinked = settings.for_corpus(linked=False)
+    assert settings.title_links and settings.copy_subjects
+    assert not unlinked.title_links and not unlinked.copy_subjects
+    checker = InProcessFactChecker(BagOfWords(), settings)  # type: ignore[arg-type]
+    try:
+        linked = checker.check(Q, [mosque, ruler], deadline_s=5.0)
+        generic = checker.check(Q, [mosque, ruler], deadline_s=5.0, linked=False)
+    finally:
+        checker.close()
+    assert [j.verdict for j in linked.judgements] == [R, R]
+    assert [j.verdict for j in generic.judgements] == [R, IRR]

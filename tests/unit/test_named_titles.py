@@ -118,6 +118,27 @@ def test_the_chain_ranks_named_documents_first_and_stops_on_finding_them() -> No
     assert hopped.stopped != "named" and hopped.calls > 1
 
 
+def test_a_chain_without_titles_neither_reorders_nor_stops_by_them() -> None:
+    """``titles=False`` (a tenant of the generic corpus profile): the documents the question names keep
+    the chain's own order, and their being in hand stops nothing."""
+    first = [
+        hit("yard", "Skin Yard"),
+        hit("album", "Skin Yard (album)"),
+        hit("live", "Skin Yard Live at the Crocodile"),
+        hit("ostava", "Ostava"),
+    ]
+    first = [h.model_copy(update={"fused": 1.0 - 0.1 * i}) for i, h in enumerate(first)]
+
+    def search(query: str) -> SearchOutcome:
+        return SearchOutcome(hits=list(first), timings_ms={}, candidates={})
+
+    settings = ChainSettings(beam_width=1, min_prior=0.0)
+    result = ChainRetriever(search, settings, titles=False).run(QUESTION)
+    assert result.stopped != "named"
+    assert ids(result.hits)[:2] != ["yard#0", "ostava#0"] and ids(result.hits)[0] == "yard#0"
+    assert ids(ChainRetriever(search, settings).run(QUESTION).hits)[:2] == ["yard#0", "ostava#0"]
+
+
 BRIDGE = "Who founded the record label of the band that released Bleach?"
 
 

@@ -51,7 +51,8 @@ class ChainSettings(BaseModel):
     pair_order: bool = Field(
         default=True,
         description="Complex questions: put the pair of verified results most likely to answer together "
-        "first (a learned pair model over the top chain.pair_depth documents; docs/chain.md)",
+        "first (a learned pair model over the top chain.pair_depth documents; docs/chain.md); for tenants "
+        "of the linked corpus profile (docs/corpus-profiles.md)",
     )
     # 20: tuned on HotpotQA train (docs/chain.md, "Cross-fitted pair model, 20 deep").
     pair_depth: int = Field(
@@ -67,7 +68,8 @@ class ChainSettings(BaseModel):
         ge=0,
         le=10,
         description="Routes of low complexity: documents the pair model moves to just behind the "
-        "reranker's top two (a two-hop question the router misreads still gets its bridge page); 0 = none",
+        "reranker's top two (a two-hop question the router misreads still gets its bridge page); 0 = none; "
+        "linked corpus profile only",
     )
     pair_model_dir: Path | None = Field(
         default=None,

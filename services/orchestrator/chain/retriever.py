@@ -22,6 +22,12 @@ adds, then the hops' other results round-robin — deduplicated by chunk, then t
 results; then titles reorder it (``named_titles``): two documents the question names ("Were Skin Yard
 and Ostava …") go first, a page linked by title to the top one comes second when the top two are not
 linked, and the pages the top two name come right behind them.
+
+The title rules (that reordering, and the ``named`` stop) are for corpora whose documents name each
+other by title: the orchestrator turns them off (``titles=False``) for a tenant of the generic corpus
+profile, where a title a passage spells says nothing about which page comes next
+(docs/corpus-profiles.md). The proposer's ``link`` sub-queries stay either way: they only propose a
+search, and a title no passage spells proposes none.
 """
 
 from __future__ import annotations
@@ -174,11 +180,15 @@ class ChainRetriever:
         proposer: Proposer | None = None,
         *,
         trace_content: bool = False,
+        titles: bool = True,
     ) -> None:
+        """``titles``: order by the documents the question and the passages name, and stop when the
+        question's two named pages are in (the linked corpus profile; the orchestrator decides)."""
         self.searcher = searcher
         self.settings = settings
         self.proposer = proposer or HeuristicProposer()
         self.trace_content = trace_content
+        self.titles = titles
 
     def max_calls(self) -> int:
         s = self.settings
@@ -243,7 +253,7 @@ class ChainRetriever:
         # ties: the chain that starts from the better step-1 result, then the longer one
         best = max(beams + finished, key=lambda b: (b.score, -b.origin, len(b.leads)))
         return ChainResult(
-            hits=_ranked(question, best, first),
+            hits=_ranked(question, best, first, titles=self.titles),
             hops=list(best.hops),
             score=best.score,
             calls=calls.count,
@@ -272,7 +282,7 @@ class ChainRetriever:
             return "covered"
         if s.apart_ratio is not None and stand_apart(first, s.apart_ratio):
             return "apart"
-        if named_pair(question, first) is not None:
+        if self.titles and named_pair(question, first) is not None:
             return "named"
         return None
 
@@ -364,11 +374,13 @@ def _cover_order(question: str, leads: Sequence[ScoredChunk]) -> list[ScoredChun
     return out + left
 
 
-def _ranked(question: str, beam: _Beam, first: Sequence[ScoredChunk]) -> list[ScoredChunk]:
+def _ranked(
+    question: str, beam: _Beam, first: Sequence[ScoredChunk], *, titles: bool = True
+) -> list[ScoredChunk]:
     """Leads in greedy coverage order, the hops' other results round-robin, then step 1's rest; one
-    entry per chunk; then titles decide (``named_titles``): the two documents the question names go
-    first, if it names two; else a page linked by title to the top one goes second, if the top two are
-    not linked; then the pages the top two name come right behind them.
+    entry per chunk; then, with ``titles``, titles decide (``named_titles``): the two documents the
+    question names go first, if it names two; else a page linked by title to the top one goes second, if
+    the top two are not linked; then the pages the top two name come right behind them.
 
     ``fused`` is rewritten to a descending rank score so consumers that sort by it keep this order.
     """
@@ -383,6 +395,7 @@ def _ranked(question: str, beam: _Beam, first: Sequence[ScoredChunk]) -> list[Sc
             continue
         seen.add(hit.chunk.chunk_id)
         out.append(hit)
-    out = linked_next(question, linked_second(question, named_first(question, out)))
+    if titles:
+        out = linked_next(question, linked_second(question, named_first(question, out)))
     n = len(out)
     return [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(out)]

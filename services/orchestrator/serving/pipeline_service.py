@@ -8,6 +8,7 @@ The routed orchestrator (routing, grading, chains, ``answer``) plugs in here.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from services.api.schemas import AnswerResponse, Conversation, SearchResponse
+from services.api.schemas import AnswerResponse, Conversation, SearchRequest, SearchResponse
 from services.common import telemetry
 from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.otel import context_from, current_trace_id
@@ -79,6 +80,7 @@ class PipelineService:
             )
         pipeline = self.runtime.search
         f, r, fc = body.fusion, body.rerank, body.factcheck
+        self._check_links(who, body)
         params = pipeline.params(
             top_k=body.top_k,
             method=f.method if f else None,
@@ -188,6 +190,28 @@ class PipelineService:
                 raise invalid(
                     f"history[{i}] is {len(turn)} characters, the limit is {limits.max_query_chars}",
                     field="history",
+                )
+
+    def _check_links(self, who: Principal, body: SearchRequest) -> None:
+        """Refuse a request that asks a generic tenant for a link feature: the pipeline would switch it
+        off (:meth:`SearchPipeline.profiled`), and a knob ignored without a word reads as a feature that
+        found nothing. 0 (off) is accepted from anyone."""
+        if self.runtime.search.linked(who):
+            return
+        f, r = body.fusion, body.rerank
+        asked = {
+            "fusion.link_seeds": f.link_seeds if f else None,
+            "fusion.backlinks": f.backlinks if f else None,
+            "rerank.link_weight": r.link_weight if r else None,
+        }
+        for name, value in asked.items():
+            if value:
+                fix = json.dumps({who.tenant: "linked"})
+                raise invalid(
+                    f"{name}={value} follows title links, which tenant {who.tenant!r} does not use: its corpus "
+                    "profile is generic; drop the option, or give the tenant the linked profile "
+                    f"(RAMPART_CORPUS__TENANTS='{fix}', docs/corpus-profiles.md)",
+                    field=name,
                 )
 
     # ---- live tunables -----------------------------------------------------------------------------
