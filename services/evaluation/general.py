@@ -18,7 +18,9 @@ Two kinds of rows:
   :data:`MAX_POISON` of attacked questions, and their true evidence in the top 10 must keep at least
   :data:`MIN_EVIDENCE_KEPT` of its undefended level.
 
-Rows read ``../shared/data`` (``DATA``); every row samples a fixed, hash-ordered set of queries, so two
+Every row runs under the generic corpus profile (the default) unless its name ends ``/linked``: the
+Wikipedia rows run again as a deployment whose pages name each other by title would configure them
+(docs/corpus-profiles.md). Rows read ``../shared/data`` (``DATA``); every row samples a fixed, hash-ordered set of queries, so two
 runs compare the same questions. Dev splits only: SciFact's ``train``, HotpotQA-500's ``train`` half;
 the classic collections, 2WikiMultihopQA-164 and the attack sets are dev data as a whole.
 """
@@ -32,12 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from services.common.config import CorpusProfile
 from services.common.errors import invalid
 from services.common.settings import RampartSettings
 from services.evaluation.attack import AttackQuestion, attack_half, load_attacks, measure_attack
 from services.evaluation.beir import BeirDataset, hash_order, load_beir
 from services.evaluation.copies import with_copies
-from services.evaluation.runner import PipelineSpec, Progress, Retrieved, evaluate_pipelines
+from services.evaluation.runner import PipelineSpec, Progress, Retrieved, evaluate_pipelines, with_profile
 from services.evaluation.splits import QuerySplit
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
@@ -46,6 +49,7 @@ MAX_LOSS = 0.01  # nDCG@10 and recall@10 the defence may cost on a clean row
 MAX_ROUTED_LOSS = 0.005  # nDCG@10 the routed pipeline may lose to single-shot on a clean single-hop row
 MAX_POISON = 0.10  # attacked questions with poison in the final context
 MIN_EVIDENCE_KEPT = 0.90  # attacked questions' true evidence in the top 10, against undefended
+LINKED = CorpusProfile.LINKED
 NQ = "nq_open_oracle"  # a source name: the NQ-open oracle passages as a BEIR folder (built once)
 OFF, SEARCH, ROUTED = "search-unchecked", "search", "routed"
 
@@ -61,6 +65,7 @@ class CleanRow:
     limit: int | None = 150
     multihop: bool = False
     copies: bool = False
+    profile: CorpusProfile = CorpusProfile.GENERIC
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class AttackRow:
     limit: int | None = 100
     clean_limit: int = 100
     max_texts: int | None = None
+    profile: CorpusProfile = CorpusProfile.GENERIC
 
 
 CLEAN_ROWS: tuple[CleanRow, ...] = (
@@ -83,6 +89,11 @@ CLEAN_ROWS: tuple[CleanRow, ...] = (
     CleanRow("nq-oracle", NQ, split="train"),
     CleanRow("hotpotqa", "hotpotqa_dev500/beir", half="train", multihop=True),
     CleanRow("2wikimultihopqa", "2wikimultihopqa_dev164/beir", limit=None, multihop=True),
+    # Wikipedia pages name each other by title: the linked profile is what such a deployment sets
+    CleanRow("hotpotqa/linked", "hotpotqa_dev500/beir", half="train", multihop=True, profile=LINKED),
+    CleanRow(
+        "2wikimultihopqa/linked", "2wikimultihopqa_dev164/beir", limit=None, multihop=True, profile=LINKED
+    ),
     CleanRow("cranfield", "classic_ir_beir/cranfield"),
     CleanRow("cisi", "classic_ir_beir/cisi", limit=None),
     CleanRow("cacm", "classic_ir_beir/cacm", limit=None),
@@ -94,6 +105,13 @@ ATTACK_ROWS: tuple[AttackRow, ...] = (
     AttackRow("poisonedrag-nq", NQ, "poisonedrag/nq.json", split="train"),
     AttackRow("poisonedrag-hotpotqa", "hotpotqa_dev500/beir", "poisonedrag/hotpotqa.json", half="train"),
     AttackRow("poisonedrag-msmarco", NQ, "poisonedrag/msmarco.json", split="train"),
+    AttackRow(
+        "poisonedrag-hotpotqa/linked",
+        "hotpotqa_dev500/beir",
+        "poisonedrag/hotpotqa.json",
+        half="train",
+        profile=LINKED,
+    ),
     AttackRow("rgb", "attacks/rgb/beir", "attacks/rgb/attacks.json"),
     AttackRow("conflictqa", "attacks/conflictqa/beir", "attacks/conflictqa/attacks.json", max_texts=5),
     AttackRow("bipia", "attacks/bipia/beir", "attacks/bipia/attacks.json"),
@@ -176,11 +194,12 @@ def clean_row(row: CleanRow, h: Harness) -> dict[str, Any]:
     dataset = load_source(row.source, row.split, h).half(row.half).sample(row.limit)
     if row.copies:
         dataset = with_copies(dataset, h.cache_root / "copies")
-    specs = [PipelineSpec.parse(p, h.settings) for p in (OFF, SEARCH, ROUTED)]
+    settings = with_profile(h.settings, row.profile)
+    specs = [PipelineSpec.parse(p, settings) for p in (OFF, SEARCH, ROUTED)]
     losses = Losses(dataset)
     summary, _, _ = evaluate_pipelines(
         dataset,
-        h.settings,
+        settings,
         h.embedder,
         specs,
         h.cache_root,
@@ -193,6 +212,7 @@ def clean_row(row: CleanRow, h: Harness) -> dict[str, Any]:
     return {
         "row": row.name,
         "kind": "multi-hop" if row.multihop else "clean",
+        "profile": row.profile.value,
         "queries": len(dataset.queries),
         "figures": figures,
         "checks": clean_checks(figures, multihop=row.multihop),
@@ -236,7 +256,7 @@ def attack_row(row: AttackRow, h: Harness) -> dict[str, Any]:
     run = measure_attack(
         dataset,
         attacks,
-        h.settings,
+        with_profile(h.settings, row.profile),
         h.cache_root,
         embedder=h.embedder,
         k=10,
@@ -271,6 +291,7 @@ def attack_row(row: AttackRow, h: Harness) -> dict[str, Any]:
     return {
         "row": row.name,
         "kind": "attack",
+        "profile": row.profile.value,
         "queries": f["attacked_questions"],
         "clean_queries": f["clean_queries"],
         "figures": figures,

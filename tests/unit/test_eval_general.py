@@ -38,7 +38,15 @@ def test_dev_splits_only() -> None:
     """SciFact is read on train and HotpotQA-500 on its train half: never a test split we report."""
     rows = {r.name: r for r in CLEAN_ROWS}
     assert rows["scifact"].split == "train" and rows["hotpotqa"].half == "train"
-    assert {r.name for r in CLEAN_ROWS if r.multihop} == {"hotpotqa", "2wikimultihopqa"}
+    assert {r.name for r in CLEAN_ROWS if r.multihop} == {
+        "hotpotqa",
+        "2wikimultihopqa",
+        "hotpotqa/linked",
+        "2wikimultihopqa/linked",
+    }
+    # generic (the default) everywhere; linked only where the name says so
+    for row in (*CLEAN_ROWS, *ATTACK_ROWS):
+        assert (row.profile.value == "linked") == row.name.endswith("/linked")
 
 
 def figures(
