@@ -287,11 +287,7 @@ def build_pipeline(runtime: Runtime, spec: PipelineSpec) -> QueryPipeline:
 
     def search(query: str) -> SearchOutcome:
         outcome = pipeline.search(query, EVAL_PRINCIPAL, params, options, unchecked)
-        if outcome.degraded:
-            raise RampartError(
-                ErrorCode.UNAVAILABLE,
-                f"pipeline {spec.name!r} degraded ({outcome.degraded}); figures would be wrong",
-            )
+        whole(spec.name, outcome.degraded)
         return outcome
 
     if spec.routed or spec.served:
@@ -316,6 +312,15 @@ def build_pipeline(runtime: Runtime, spec: PipelineSpec) -> QueryPipeline:
     return run_chain
 
 
+def whole(name: str, degraded: Sequence[str]) -> None:
+    """Refuse a degraded result (e.g. reranker down): the figures would score a pipeline that skipped a
+    stage."""
+    if degraded:
+        raise RampartError(
+            ErrorCode.UNAVAILABLE, f"pipeline {name!r} degraded ({list(degraded)}); figures would be wrong"
+        )
+
+
 ROUTED_DEPTH = 10  # the adaptive pipeline returns what an answer reads: score it at @10 and below
 
 
@@ -327,11 +332,7 @@ def _routed(runtime: Runtime) -> QueryPipeline:
 
     def run(query: str) -> Retrieved:
         done = orchestrator.run(Ask(query=query, top_k=ROUTED_DEPTH, remember=False), EVAL_PRINCIPAL)
-        if done.outcome.degraded:
-            raise RampartError(
-                ErrorCode.UNAVAILABLE,
-                f"pipeline 'routed' degraded ({done.outcome.degraded}); figures would be wrong",
-            )
+        whole("routed", done.outcome.degraded)
         n = len(done.outcome.hits)  # scores by rank: merged sources carry scores on different scales
         hits = [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(done.outcome.hits)]
         return Retrieved(hits, done.calls, done.outcome.filtered)
@@ -349,11 +350,7 @@ def _served(runtime: Runtime, *, checked: bool) -> QueryPipeline:
 
     def run(query: str) -> Retrieved:
         outcome = pipeline.search(query, EVAL_PRINCIPAL, params, None, fc)
-        if outcome.degraded:
-            raise RampartError(
-                ErrorCode.UNAVAILABLE,
-                f"pipeline {name!r} degraded ({outcome.degraded}); figures would be wrong",
-            )
+        whole(name, outcome.degraded)
         n = len(outcome.hits)  # scored by rank, as the routed pipeline is
         hits = [h.model_copy(update={"fused": float(n - i)}) for i, h in enumerate(outcome.hits)]
         return Retrieved(hits, filtered=outcome.filtered)

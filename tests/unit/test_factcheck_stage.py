@@ -334,7 +334,8 @@ def test_a_claim_framed_as_contrary_to_fact_is_counterfactual() -> None:
     assert judge([hostile, clean])[0].verdict is Verdict.ADVERSARIAL
 
 
-def test_a_page_a_relevant_page_names_is_a_bridge_not_irrelevant() -> None:
+def mosque_and_ruler() -> tuple[CheckInput, CheckInput]:
+    """A relevant page and the page it names by title, which alone addresses little of the query."""
     mosque = item(
         "mosque",
         "The Laleli Mosque in Fatih, Istanbul, was commissioned by Sultan Mustafa III.",
@@ -343,6 +344,11 @@ def test_a_page_a_relevant_page_names_is_a_bridge_not_irrelevant() -> None:
     ruler = item(
         "ruler", "He reigned from 1757 to 1774 and reformed the army.", logit=-10.0, title="Mustafa III"
     )
+    return mosque, ruler
+
+
+def test_a_page_a_relevant_page_names_is_a_bridge_not_irrelevant() -> None:
+    mosque, ruler = mosque_and_ruler()
     out = judge([mosque, ruler])
     assert [j.verdict for j in out] == [Verdict.RELEVANT, Verdict.RELEVANT]
     assert out[1].reason == "a bridge: the relevant passage 'Laleli Mosque' names it"
@@ -645,14 +651,7 @@ def test_the_stage_tells_the_checker_the_corpus_profile() -> None:
 def test_in_process_checker_reads_titles_only_for_a_linked_corpus() -> None:
     """``linked=False`` (a generic tenant) decides as ``title_links`` and ``copy_subjects`` off would:
     the page the relevant one names is no bridge."""
-    mosque = item(
-        "mosque",
-        "The Laleli Mosque in Fatih, Istanbul, was commissioned by Sultan Mustafa III.",
-        title="Laleli Mosque",
-    )
-    ruler = item(
-        "ruler", "He reigned from 1757 to 1774 and reformed the army.", logit=-10.0, title="Mustafa III"
-    )
+    mosque, ruler = mosque_and_ruler()
     settings = FactCheckSettings()
     assert settings.for_corpus(linked=True) is settings
     unlinked = settings.for_corpus(linked=False)
