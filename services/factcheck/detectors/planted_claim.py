@@ -22,6 +22,7 @@ results say too) repeats context, not the claim.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from services.common.words import WORD, stem, words
@@ -57,7 +58,9 @@ def planted_claim(
     if not any(seen.get(w, 0) == 0 for w in used):
         return Signal.none()  # all it repeats, the rest of the results say too: context, not the claim
     weight = {w: 1.0 / (1 + seen.get(w, 0)) for w in claim}
-    share = sum(weight[w] for w in used) / sum(weight.values()) if used else 0.0
+    # fsum: exact whatever the set's iteration order (it varies between processes with hash
+    # randomisation), so a share at the threshold gets the same verdict in every worker
+    share = math.fsum(weight[w] for w in used) / math.fsum(weight.values()) if used else 0.0
     if share < min_share - 1e-9 or (share < 1.0 and 0 < max_words < len(claim)):
         return Signal.none()
     shown = sorted({w for w in WORD.findall(passage) if stem(w.lower()) in used})[:6]
