@@ -292,3 +292,48 @@ def test_a_huge_question_stays_bounded_and_sub_queries_stay_short() -> None:
     result = chain.run(question)
     assert result.calls == len(asked) <= chain.max_calls()
     assert all(len(q.split()) <= 16 for q in asked[1:])
+
+
+def scripted(first: list[ScoredChunk], later: list[ScoredChunk]) -> Callable[[str], SearchOutcome]:
+    """Step 1 (the first call) finds ``first``; every sub-query after it finds ``later``."""
+    calls: list[str] = []
+
+    def search(query: str) -> SearchOutcome:
+        calls.append(query)
+        return SearchOutcome(hits=first if len(calls) == 1 else later, timings_ms={}, candidates={})
+
+    return search
+
+
+def ranked_hit(doc_id: str, text: str, logit: float) -> ScoredChunk:
+    chunk = Chunk(chunk_id=f"{doc_id}#0", doc_id=doc_id, tenant="t", ordinal=0, title=doc_id, text=text)
+    return ScoredChunk(chunk=chunk, scores={"rerank": logit}, fused=logit)
+
+
+QUESTION = "Which alloy of titanium resists creep at high temperature in turbine blades?"
+STEP_ONE = [ranked_hit(f"s{i}", f"titanium alloy turbine blade study {i}", 2.0 - 0.1 * i) for i in range(8)]
+
+
+@pytest.mark.parametrize(("logit", "lead_first"), [(-3.0, False), (3.0, True)])
+def test_a_later_hop_moves_step_one_down_only_by_a_lead_the_reranker_backs(
+    logit: float, lead_first: bool
+) -> None:
+    """Single-hop questions routed Complex (long ones, of any corpus) must not lose step 1's ranking
+    to a hop: step 1's results come before every later hop's context, and before a lead the
+    cross-encoder finds weak for the sub-query that found it (issue 34, point 6)."""
+    later = [
+        ranked_hit("lead", "creep resistance at high temperature of the alloy", logit),
+        ranked_hit("ctx1", "unrelated context one", logit - 1),
+        ranked_hit("ctx2", "unrelated context two", logit - 2),
+    ]
+    settings = ChainSettings(beam_width=1, max_steps=2, min_prior=0.0, stop_score=1.0, apart_ratio=None)
+    result = ChainRetriever(scripted(STEP_ONE, later), settings).run(QUESTION)
+    assert result.calls == 2
+    order = doc_ids(result.hits)
+    step_one = [h.chunk.doc_id for h in STEP_ONE]
+    assert [d for d in order if d in step_one] == step_one  # step 1's own order is kept
+    assert order.index("ctx1") > order.index("s7") and order.index("ctx2") > order.index("s7")
+    if lead_first:
+        assert order.index("lead") < order.index("s1")  # a backed lead that adds terms leads
+    else:
+        assert order.index("lead") > order.index("s7")

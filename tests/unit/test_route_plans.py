@@ -29,6 +29,12 @@ BEFORE = {
     ),
     "high": RoutePlan(context_k=10, bm25_weight=0.7, dense_weight=0.3, kg_weight=0.0, kg_depth=3),
 }
+# Issue 34 (2026-11-27) set the high row's split back to the first stage's even one: 0.7 was fitted on
+# HotpotQA alone and cost single-hop rows of other kinds (the routing artifact's card).
+SHIPPED = {
+    **BEFORE,
+    "high": RoutePlan(context_k=10, bm25_weight=0.5, dense_weight=0.5, kg_weight=0.0, kg_depth=3),
+}
 
 
 def _dumped(plans: dict[str, RoutePlan]) -> dict[str, dict[str, object]]:
@@ -46,14 +52,14 @@ def _write(out: Path, **changes: RoutePlan) -> Path:
     )
 
 
-def test_the_shipped_plans_are_the_old_defaults() -> None:
+def test_the_shipped_plans_are_the_old_defaults_but_the_high_split() -> None:
     plans = RoutingSettings().plans
     assert list(plans) == ["low", "medium", "high"]
-    for level, before in BEFORE.items():
+    for level, before in SHIPPED.items():
         for name, value in before.model_dump().items():
             got = getattr(plans[level], name)
             assert got == value and type(got) is type(value), (level, name)
-    assert _dumped(RampartSettings().routing.plans) == _dumped(BEFORE)
+    assert _dumped(RampartSettings().routing.plans) == _dumped(SHIPPED)
     assert RoutingSettings().plans["high"] is not RoutingSettings().plans["high"]  # no shared plan
     manifest = json.loads((SHIPPED_PLANS_DIR / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["model_id"] == "rampart-route-plans"

@@ -26,7 +26,7 @@ def test_choice_is_best_then_nearest_default_and_drops_the_kg() -> None:
     plans, chosen = choose(results, settings, {"low": 5, "medium": 5, "high": 0})
     assert chosen["low"]["bm25_weight"] == 0.6
     assert chosen["medium"]["bm25_weight"] == 0.3
-    assert plans["high"]["bm25_weight"] == pytest.approx(0.7, abs=1e-4)  # no queries: default kept
+    assert plans["high"]["bm25_weight"] == pytest.approx(0.5, abs=1e-4)  # no queries: default kept
     for plan in plans.values():
         assert plan["kg_weight"] == 0.0
         assert plan["bm25_weight"] + plan["dense_weight"] == pytest.approx(1.0)

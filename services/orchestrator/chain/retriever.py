@@ -17,9 +17,13 @@ chain reaches ``stop_score``, when a step raises no chain's coverage (it found n
 asked for), when no beam gains a new lead, or when no proposal's prior reaches ``min_prior`` (a weak
 guess is not worth a retrieval call).
 
-The result ranks the best chain's evidence first — each hop's lead, greedily by the question terms it
-adds, then the hops' other results round-robin — deduplicated by chunk, then the rest of step 1's
-results; then titles reorder it (``named_titles``): two documents the question names ("Were Skin Yard
+The result keeps step 1's ranking as its backbone: the best chain's leads that add question terms
+(greedily, by the terms each adds) and that the cross-encoder backs for the sub-query that found them
+come first, then step 1's results in their order, then the other leads, then the hops' other results
+round-robin, deduplicated by chunk. A question routed Complex that one search answers (a long question
+of any corpus) so loses at most the few backed leads' places, never step 1's order to a hop's context
+(issue 34, point 6: on CISI and CACM the old merge, hops' context before step 1's rest, cost 0.06–0.07
+nDCG@10; docs/journal/2026-11-27-routed-merge-and-plans.md). Then titles reorder it (``named_titles``): two documents the question names ("Were Skin Yard
 and Ostava …") go first, a page linked by title to the top one comes second when the top two are not
 linked, and the pages the top two name come right behind them.
 
@@ -53,6 +57,9 @@ from services.orchestrator.plan import Searcher
 from services.retrieval.hybrid import SearchOutcome
 
 POOL_DEPTH = 30  # step-1 results whose titles count as link targets (the reranked head)
+# a later hop's lead moves step 1's results down only when the cross-encoder gives it at least this
+# probability for the sub-query that found it (the same bar at which a lead counts fully in a chain's score)
+BACKED = 0.5
 APART_DEPTH = 5  # results whose score spread the "stand apart" stop compares the top two's lead with
 
 
@@ -342,7 +349,7 @@ class ChainRetriever:
         w = self.settings.relevance_weight
         # A lead the cross-encoder finds relevant (p >= 0.5) counts fully: a useful extra hop must not
         # lower the chain's score, an off-topic one does.
-        support = sum(min(1.0, 2.0 * r) for r in relevances) / len(relevances)
+        support = sum(min(1.0, r / BACKED) for r in relevances) / len(relevances)
         score = round((1.0 - w) * cov + w * support, 6)
         done = Hop(hop.sub_query, hop.step, index, hop.chunk_ids, score, hop.kind)
         return _Beam(
@@ -357,9 +364,10 @@ class ChainRetriever:
         )
 
 
-def _cover_order(question: str, leads: Sequence[ScoredChunk]) -> list[ScoredChunk]:
-    """Leads greedily by how many still-uncovered question terms each adds (ties: hop order), so a
-    lead that a later hop made redundant (a near-miss of step 1) drops behind the ones the answer needs."""
+def _cover_order(question: str, leads: Sequence[ScoredChunk]) -> tuple[list[ScoredChunk], list[ScoredChunk]]:
+    """Leads greedily by how many still-uncovered question terms each adds (ties: hop order), and the
+    leads that add none (a near-miss of step 1 that a later hop made redundant, or a hop that found
+    nothing the question asks), in hop order."""
     wanted = set(terms(question))
     have: set[str] = set()
     left = list(leads)
@@ -371,23 +379,32 @@ def _cover_order(question: str, leads: Sequence[ScoredChunk]) -> list[ScoredChun
             break
         have |= wanted & set(terms(passage_text(left[i])))
         out.append(left.pop(i))
-    return out + left
+    return out, left
 
 
 def _ranked(
     question: str, beam: _Beam, first: Sequence[ScoredChunk], *, titles: bool = True
 ) -> list[ScoredChunk]:
-    """Leads in greedy coverage order, the hops' other results round-robin, then step 1's rest; one
+    """The leads that add question terms, in greedy coverage order, except later leads the
+    cross-encoder finds weak (:data:`BACKED`; without a reranker nothing says so, and leads keep their
+    place); then step 1's results; then the other leads and the hops' other results round-robin; one
     entry per chunk; then, with ``titles``, titles decide (``named_titles``): the two documents the
-    question names go first, if it names two; else a page linked by title to the top one goes second, if
-    the top two are not linked; then the pages the top two name come right behind them.
+    question names go first, if it names two; else a page linked by title to the top one goes second,
+    if the top two are not linked; then the pages the top two name come right behind them.
 
     ``fused`` is rewritten to a descending rank score so consumers that sort by it keep this order.
     """
-    order: list[ScoredChunk] = _cover_order(question, beam.leads)
+    weak = {
+        h.chunk.chunk_id
+        for h, r in zip(beam.leads[1:], beam.relevances[1:], strict=True)
+        if "rerank" in h.scores and r < BACKED
+    }
+    gainers, idle = _cover_order(question, beam.leads)
+    order = [h for h in gainers if h.chunk.chunk_id not in weak]
+    order += list(first)
+    order += [h for h in gainers if h.chunk.chunk_id in weak] + idle
     depth = max(len(h) for h in beam.hop_hits)
     order += [hits[r] for r in range(1, depth) for hits in beam.hop_hits if r < len(hits)]
-    order += list(first)
     seen: set[str] = set()
     out: list[ScoredChunk] = []
     for hit in order:

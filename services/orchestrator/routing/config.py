@@ -102,7 +102,7 @@ class RoutingSettings(BaseModel):
         default_factory=_shipped_plans,
         description=(
             "Retrieval parameters per complexity (low/medium/high); HyPA's table by default, the high "
-            "row's BM25:dense split tuned on the HotpotQA-500 train half (0.7:0.3)"
+            "row's BM25:dense split the first stage's even one (0.5:0.5; the shipped artifact's card says why)"
         ),
     )
     plans_dir: Path | None = Field(
