@@ -67,6 +67,9 @@ run: models  ## Install, build models, ingest samples/, create demo keys, serve 
 stack: models triton  ## The distributed stack on 127.0.0.1 (redis, Triton, gRPC services, workers, Ray Serve, gateway); Ctrl-C stops it
 	$(BIN)/rampart stack up
 
+opensearch: install  ## A local OpenSearch 2.19 node with k-NN on 127.0.0.1:9200 (assembled from Maven Central; docs/opensearch.md)
+	$(BIN)/rampart opensearch up
+
 lint: install  ## ruff + mypy
 	$(BIN)/ruff check services tests samples
 	$(BIN)/ruff format --check services tests samples
@@ -105,4 +108,4 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) .rampart
 
-.PHONY: help system-deps install triton models run stack lint test test-unit test-e2e proto eval eval-general bench lock clean
+.PHONY: help system-deps install triton models run stack opensearch lint test test-unit test-e2e proto eval eval-general bench lock clean
