@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from services.cli.ui import console, fail, load_settings
+from services.cli.ui import console, fail, load_settings, out
 from services.common.errors import ErrorCode, RampartError
 from services.retrieval import opensearch_node as node
 
@@ -23,9 +23,20 @@ def _show(url: str) -> node.NodeInfo:
         info = node.node_info(url)
     except (OSError, ValueError) as exc:
         raise fail(node.unreachable(url, exc)) from exc
-    console.print(f"OpenSearch {info.version} at {url}: {info.status}")
-    console.print(f"plugins: {', '.join(info.plugins)}")
+    out.print(f"OpenSearch {info.version} at {url}: {info.status}")
+    out.print(f"plugins: {', '.join(info.plugins)}")
     return info
+
+
+@opensearch_app.command("build")
+def opensearch_build() -> None:
+    """Assemble the node from Maven Central (cached in ~/.m2) without starting it: `make test` runs
+    this first, so the tests' first node start does not also download."""
+    try:
+        target = node.build(progress=lambda m: console.print(f"• {m}"))
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(f"[green]ready[/green] {target}")
 
 
 @opensearch_app.command("up")
@@ -72,5 +83,5 @@ def opensearch_status() -> None:
     """Whether the node runs, its health, version and plugins."""
     settings = load_settings().opensearch
     pid = node.running_pid(settings.data_dir)
-    console.print(f"pid: {pid if pid is not None else 'none'} ({settings.data_dir})")
+    out.print(f"pid: {pid if pid is not None else 'none'} ({settings.data_dir})")
     _show(settings.endpoint())
