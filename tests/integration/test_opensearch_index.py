@@ -129,3 +129,16 @@ def test_bulk_item_errors_fail_their_own_document(opensearch: OpenSearchNode, pr
         assert ix.stats()["chunks"] == 2
     finally:
         ix.close()
+
+
+def test_token_lengths_batch_splits_texts_outside_the_basic_plane(
+    opensearch: OpenSearchNode, prefix: str
+) -> None:
+    """One _analyze call assigns tokens to texts by offset, which Java counts in UTF-16 units."""
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        texts = ["emoji 😀😀 first text", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 words here", "", "plain words at the end"]
+        assert ix.token_lengths(texts) == [ix.token_length(t) for t in texts]
+        assert ix.token_lengths(texts)[3] == 3  # "at", "the" are stop words
+    finally:
+        ix.close()
