@@ -375,13 +375,15 @@ class OpenSearchIndex(CheckReads, LinkReads):
         return hits
 
     def _bulk(self, lines: list[dict[str, Any]], what: str, refresh: bool) -> list[dict[str, Any]]:
-        """Run bulk ``lines`` (action, source, …) in batches; return one result item per action."""
+        """Run bulk ``lines`` (action, source, …) in requests of ``BULK_ACTIONS``; return one result
+        item per action."""
         items: list[dict[str, Any]] = []
         actions = _split_actions(lines)
         for start in range(0, len(actions), BULK_ACTIONS):
             part = [line for action in actions[start : start + BULK_ACTIONS] for line in action]
-            last = start + BULK_ACTIONS >= len(actions)
-            policy = self._s.refresh if refresh and last else "false"
+            # every request of a refreshing bulk waits: with several shards, the last request need
+            # not touch the shards the earlier ones wrote to
+            policy = self._s.refresh if refresh else "false"
             resp = self._call(
                 what,
                 functools.partial(self.client.bulk, body=part, refresh=policy),

@@ -20,7 +20,7 @@ from services.common.types import DocumentState
 from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite
 from services.retrieval.index import SearchIndex, open_index
-from services.retrieval.opensearch_index import OpenSearchIndex
+from services.retrieval.opensearch_index import BULK_ACTIONS, OpenSearchIndex
 from services.retrieval.opensearch_node import OpenSearchNode
 from tests.contracts.search_index import ALICE, DIM, SearchIndexContract, doc, ids
 
@@ -140,5 +140,20 @@ def test_token_lengths_batch_splits_texts_outside_the_basic_plane(
         texts = ["emoji 😀😀 first text", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 words here", "", "plain words at the end"]
         assert ix.token_lengths(texts) == [ix.token_length(t) for t in texts]
         assert ix.token_lengths(texts)[3] == 3  # "at", "the" are stop words
+    finally:
+        ix.close()
+
+
+def test_a_write_larger_than_one_bulk_request_is_searchable_when_it_returns(
+    opensearch: OpenSearchNode, prefix: str
+) -> None:
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        n = BULK_ACTIONS + 100
+        ix.write([doc(f"d{i}", [f"bulk words number{i}"]) for i in range(n)])
+        assert ix.stats() == {"chunks": n, "documents_indexed": n}
+        assert len(ix.bm25("bulk words", ALICE, n + 10)) == n
+        ix.write([doc(f"d{i}", [f"second words number{i}"], version=2) for i in range(n)])
+        assert ix.stats()["chunks"] == n and ix.bm25("bulk", ALICE, 10) == []
     finally:
         ix.close()
