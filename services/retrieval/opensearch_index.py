@@ -576,6 +576,9 @@ class OpenSearchIndex(CheckReads, LinkReads):
     def mark(
         self, tenant: str, doc_id: str, version: int, state: DocumentState, *, error: str | None = None
     ) -> None:
+        """Record a state without touching chunks. Not refreshed: ``status``/``current`` read it at once
+        (real-time GET), and ingest marks every document it accepts, so waiting here would cost a
+        refresh interval per document; ``named`` sees the new state within one interval."""
         fields = {
             "tenant": tenant,
             "doc_id": doc_id,
@@ -591,7 +594,7 @@ class OpenSearchIndex(CheckReads, LinkReads):
                 index=self.documents_alias,
                 id=_doc_key(tenant, doc_id),
                 body=body,
-                params={"refresh": self._s.refresh, "retry_on_conflict": 5},
+                params={"retry_on_conflict": 5},
             ),
             idempotent=True,
         )
