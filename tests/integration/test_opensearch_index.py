@@ -20,8 +20,9 @@ from services.common.types import DocumentState
 from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite
 from services.retrieval.index import SearchIndex, open_index
-from services.retrieval.opensearch_index import BULK_ACTIONS, OpenSearchIndex
+from services.retrieval.opensearch_index import OpenSearchIndex
 from services.retrieval.opensearch_node import OpenSearchNode
+from services.retrieval.opensearch_transport import BULK_ACTIONS
 from tests.contracts.search_index import ALICE, DIM, SearchIndexContract, doc, ids
 
 
