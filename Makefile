@@ -21,11 +21,16 @@ TRITON_STAMP := $(TRITON_VENV)/.installed
 help:  ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-system-deps:  ## Debian packages the build needs (venv, compiler headers, redis-server)
+system-deps:  ## Debian packages the build needs (venv, compiler headers, redis-server, Java + Maven)
 	@if ! $(PY) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 		echo "installing python3-venv"; \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq python3-venv python3-dev; \
+	fi
+	@if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then \
+		echo "installing Java 17 and Maven (the OpenSearch node is assembled from Maven Central)"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq openjdk-17-jre-headless maven; \
 	fi
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 		echo "installing redis-server (Celery broker for the fact-check workers and their tests)"; \
@@ -67,12 +72,18 @@ run: models  ## Install, build models, ingest samples/, create demo keys, serve 
 stack: models triton  ## The distributed stack on 127.0.0.1 (redis, Triton, gRPC services, workers, Ray Serve, gateway); Ctrl-C stops it
 	$(BIN)/rampart stack up
 
+opensearch-build: install  ## Assemble the OpenSearch node from Maven Central (cached in ~/.m2; the tests start it)
+	$(BIN)/rampart opensearch build
+
+opensearch: install  ## A local OpenSearch 2.19 node with k-NN on 127.0.0.1:9200 (assembled from Maven Central; docs/opensearch.md)
+	$(BIN)/rampart opensearch up
+
 lint: install  ## ruff + mypy
 	$(BIN)/ruff check services tests samples
 	$(BIN)/ruff format --check services tests samples
 	$(BIN)/mypy
 
-test: models lint triton  ## Install, build models, lint, run unit + integration + e2e tests
+test: models lint triton opensearch-build  ## Install, build models, lint, run unit + integration + e2e tests
 	$(BIN)/pytest -q -m "unit or integration"
 	$(BIN)/python -m tests.e2e.isolated $(BIN)/pytest -q -m e2e tests/e2e
 
@@ -105,4 +116,4 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) .rampart
 
-.PHONY: help system-deps install triton models run stack lint test test-unit test-e2e proto eval eval-general bench lock clean
+.PHONY: help system-deps install triton models run stack opensearch opensearch-build lint test test-unit test-e2e proto eval eval-general bench lock clean

@@ -28,7 +28,7 @@ from services.orchestrator.corrective.config import GradingSettings
 from services.orchestrator.routing.config import RoutingSettings
 from services.orchestrator.serving.config import ServeSettings
 from services.rerank.config import RerankSettings
-from services.retrieval.config import EmbeddingSettings, FusionSettings, IndexSettings
+from services.retrieval.config import EmbeddingSettings, FusionSettings, IndexSettings, OpenSearchSettings
 from services.stack.config import StackSettings
 
 
@@ -56,6 +56,7 @@ class RampartSettings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     index: IndexSettings = IndexSettings()
+    opensearch: OpenSearchSettings = OpenSearchSettings()
     fusion: FusionSettings = FusionSettings()
     rerank: RerankSettings = RerankSettings()
     factcheck: FactCheckSettings = FactCheckSettings()

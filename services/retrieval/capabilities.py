@@ -12,18 +12,28 @@ instead of failing on a missing method.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from services.common.errors import ErrorCode, RampartError
-from services.common.types import Principal, SearchFilters
+from services.common.errors import ErrorCode, RampartError, invalid
+from services.common.subjects import lead_name
+from services.common.types import Chunk, Principal, SearchFilters
 from services.retrieval.index import Hits
 
 MAX_COPY_LIMIT = 64  # copy_cosines: cosines per chunk (one per other document)
+# copy_cosines searches limit * FACTOR + EXTRA claim vectors per chunk (other chunks of its own
+# document and several chunks of one other document are dropped from what it finds)
+COPY_SEARCH_FACTOR = 4
+COPY_SEARCH_EXTRA = 8
+MAX_NAMED_KEYS = 20_000  # candidate names looked up per ``named`` call
+
+# (chunk ids, limit) -> per chunk with a claim vector: (chunk, cosine) of the closest chunk of each
+# other readable document, highest first, at most ``limit``
+Closest = Callable[[list[int], int], dict[int, list[tuple[int, float]]]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,65 @@ class Copies:
     cosines: list[float]
     neighbors: list[list[float]] = field(default_factory=list)
     leads: list[str] = field(default_factory=list)
+
+
+def copy_profiles(
+    cids: Sequence[int],
+    limit: int,
+    *,
+    expand: float,
+    leads: float,
+    closest: Closest,
+    chunks: Callable[[Sequence[int]], dict[int, Chunk]],
+) -> dict[int, Copies]:
+    """:meth:`CheckReads.copy_cosines` from an index's ``closest`` search and chunk reads: one
+    implementation of the arguments' checks and of how neighbors and leads are assembled, so every
+    index answers alike."""
+    if not 1 <= limit <= MAX_COPY_LIMIT:
+        raise invalid(f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit)
+    for name, value in (("expand", expand), ("leads", leads)):
+        if not 0.0 <= value <= 1.0:
+            raise invalid(f"{name} = {value} is out of range; use 0..1 (0 = none)", field=name, value=value)
+    near_of = closest(list(cids), limit)
+    wanted = _reaching(near_of, expand)
+    theirs = closest(wanted, limit) if wanted else {}
+    named = _reaching(near_of, leads)
+    opening = {cid: lead_name(c.text) for cid, c in chunks(named).items()} if named else {}
+    out: dict[int, Copies] = {}
+    for cid, near in near_of.items():
+        neighbors = (
+            [[c for _, c in theirs.get(other, [])] for other, cos in near if cos >= expand]
+            if expand > 0.0
+            else []
+        )
+        names = [opening.get(other, "") for other, cos in near if cos >= leads] if leads > 0.0 else []
+        out[cid] = Copies([cos for _, cos in near], neighbors, names)
+    return out
+
+
+def closest_per_document(
+    order: Sequence[int], found: Sequence[Sequence[tuple[int, float]]], doc_of: dict[int, str], limit: int
+) -> dict[int, list[tuple[int, float]]]:
+    """Per chunk of ``order``: from its search hits ``found`` (closest first), the closest chunk of
+    each *other* document, highest cosine first, at most ``limit``."""
+    out: dict[int, list[tuple[int, float]]] = {}
+    for cid, hits in zip(order, found, strict=True):
+        best: dict[str, tuple[int, float]] = {}
+        for other, cos in hits:
+            doc = doc_of.get(other)
+            if doc is None or doc == doc_of.get(cid):
+                continue
+            if doc not in best or cos > best[doc][1]:
+                best[doc] = (other, cos)
+        out[cid] = sorted(best.values(), key=lambda oc: -oc[1])[:limit]
+    return out
+
+
+def _reaching(closest: dict[int, list[tuple[int, float]]], floor: float) -> list[int]:
+    """The close chunks at ``floor`` or above, once each (none when ``floor`` is 0: not asked for)."""
+    if floor <= 0.0:
+        return []
+    return sorted({other for near in closest.values() for other, cos in near if cos >= floor})
 
 
 @runtime_checkable

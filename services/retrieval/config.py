@@ -4,6 +4,8 @@
   (and the fact-check workers, which embed with the same model);
 - :class:`IndexSettings` (``index``): read by the embedded index (BM25, vectors, the writer) and by
   ingest (``claim_vectors`` says what it writes);
+- :class:`OpenSearchSettings` (``opensearch``): the OpenSearch backend's client, index template and
+  the local node that ``rampart opensearch up`` runs (docs/opensearch.md);
 - :class:`FusionSettings` (``fusion``): the defaults of every search's
   :class:`~services.retrieval.hybrid.SearchParams`.
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from services.common.types import FusionMethod
 
@@ -42,6 +44,11 @@ class EmbeddingSettings(BaseModel):
 
 
 class IndexSettings(BaseModel):
+    backend: Literal["embedded", "opensearch"] = Field(
+        default="embedded",
+        description="embedded: SQLite + tantivy + faiss under data_dir (one writer process); opensearch: "
+        "the node at RAMPART_OPENSEARCH__URL, shared by any number of processes (docs/opensearch.md)",
+    )
     bm25_k1: float = Field(default=1.2, ge=0.0, le=10.0, description="BM25 term-frequency saturation")
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0, description="BM25 length normalisation")
     vector_kind: Literal["flat", "hnsw"] = Field(
@@ -55,6 +62,63 @@ class IndexSettings(BaseModel):
         description="Embed each chunk's text without its header too (a second embedding per chunk at "
         "ingest): the fact-check's planted-copies signal compares these (docs/factcheck.md)",
     )
+
+
+class OpenSearchSettings(BaseModel):
+    """The OpenSearch backend (``index.backend=opensearch``). BM25's k1/b are ``index.bm25_k1/b``,
+    shared with the embedded index so that both rank with the same parameters."""
+
+    url: str | None = Field(
+        default=None,
+        description="Node URL the index talks to; default http://127.0.0.1:<port> (the `rampart opensearch up` node)",
+    )
+    port: int = Field(
+        default=9200, ge=1, le=65535, description="HTTP port of the node `rampart opensearch up` starts"
+    )
+    data_dir: Path = Field(
+        default=Path(".rampart/opensearch"),
+        description="Data, logs, config and pid file of the node `rampart opensearch up` starts",
+    )
+    heap_mb: int = Field(default=512, ge=128, le=31744, description="JVM heap of that node (-Xms = -Xmx)")
+    start_timeout_s: float = Field(
+        default=180.0, gt=0, description="How long `rampart opensearch up` waits for the node to turn green"
+    )
+    index_prefix: str = Field(
+        default="rampart",
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$",
+        description="Names of the aliases (<prefix>-chunks, <prefix>-documents, <prefix>-meta); one prefix per deployment",
+    )
+    shards: int = Field(default=1, ge=1, le=64, description="Primary shards of a new index")
+    replicas: int = Field(default=0, ge=0, le=8, description="Replicas of a new index (0 on one node)")
+    refresh: Literal["wait_for", "true", "false"] = Field(
+        default="wait_for",
+        description="Refresh policy of writes: wait_for returns once the write is searchable (what ingest "
+        "acknowledges); false is faster and makes writes searchable within the refresh interval",
+    )
+    knn_engine: Literal["lucene", "faiss", "nmslib"] = Field(
+        default="lucene",
+        description="k-NN engine of the vector fields; faiss/nmslib need the plugin's native libraries (not here)",
+    )
+    knn_space: Literal["cosinesimil", "innerproduct", "l2"] = Field(
+        default="cosinesimil", description="k-NN space type of the vector fields"
+    )
+    knn_m: int = Field(default=32, ge=4, le=128, description="HNSW graph degree of the vector fields")
+    knn_ef_construction: int = Field(default=128, ge=8, le=4096, description="HNSW build breadth")
+    knn_ef_search: int = Field(
+        default=128, ge=8, le=4096, description="HNSW search breadth (at least the number of hits asked for)"
+    )
+    timeout_s: float = Field(default=30.0, gt=0, description="Per-request timeout")
+    retries: int = Field(
+        default=3, ge=0, le=10, description="Retries of idempotent requests on 429, 5xx and lost connections"
+    )
+    backoff_s: float = Field(default=0.2, ge=0, le=30, description="First retry delay; doubles per retry")
+    username: str | None = Field(default=None, description="Basic-auth user (a secured cluster)")
+    password: SecretStr | None = Field(default=None, description="Basic-auth password")
+    ca_certs: Path | None = Field(default=None, description="CA bundle for an https URL")
+    verify_certs: bool = Field(default=True, description="Verify the node's TLS certificate (https URLs)")
+
+    def endpoint(self) -> str:
+        return self.url or f"http://127.0.0.1:{self.port}"
 
 
 MAX_LINK_SEEDS = 20  # fused results whose named pages may join the head (FusionSettings.link_seeds)

@@ -17,12 +17,20 @@ import filelock
 import numpy as np
 import numpy.typing as npt
 
-from services.common.errors import ErrorCode, RampartError, invalid
-from services.common.subjects import lead_name
+from services.common.errors import ErrorCode, RampartError
 from services.common.titles import mentioned_names
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, TantivyBm25Index, bm25_scores
-from services.retrieval.capabilities import MAX_COPY_LIMIT, CheckReads, Copies, LinkReads
+from services.retrieval.capabilities import (
+    COPY_SEARCH_EXTRA,
+    COPY_SEARCH_FACTOR,
+    MAX_NAMED_KEYS,
+    CheckReads,
+    Copies,
+    LinkReads,
+    closest_per_document,
+    copy_profiles,
+)
 from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import DocStore, DocumentWrite
 from services.retrieval.index import Hits
@@ -32,13 +40,6 @@ log = logging.getLogger(__name__)
 
 RESCORE_DEPTH = 4  # candidates per wanted hit when k1/b differ from tantivy's built-ins
 RESCORE_MIN = 200
-# copy_cosines searches limit * FACTOR + EXTRA claim vectors per chunk (other chunks of its own
-# document and several chunks of one other document are dropped from what it finds)
-COPY_SEARCH_FACTOR = 4
-COPY_SEARCH_EXTRA = 8
-
-
-MAX_NAMED_KEYS = 20_000  # candidate names looked up per ``named`` call
 
 
 class EmbeddedIndex(CheckReads, LinkReads):
@@ -373,30 +374,14 @@ class EmbeddedIndex(CheckReads, LinkReads):
         expand: float = 0.0,
         leads: float = 0.0,
     ) -> dict[int, Copies]:
-        if not 1 <= limit <= MAX_COPY_LIMIT:
-            raise invalid(
-                f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
-            )
-        for name, value in (("expand", expand), ("leads", leads)):
-            if not 0.0 <= value <= 1.0:
-                raise invalid(
-                    f"{name} = {value} is out of range; use 0..1 (0 = none)", field=name, value=value
-                )
-        closest = self._closest(list(cids), principal, limit)
-        wanted = _reaching(closest, expand)
-        theirs = self._closest(wanted, principal, limit) if wanted else {}
-        named = _reaching(closest, leads)
-        opening = {cid: lead_name(c.text) for cid, c in self.chunks(named).items()} if named else {}
-        out: dict[int, Copies] = {}
-        for cid, near in closest.items():
-            neighbors = (
-                [[c for _, c in theirs.get(other, [])] for other, cos in near if cos >= expand]
-                if expand > 0.0
-                else []
-            )
-            names = [opening.get(other, "") for other, cos in near if cos >= leads] if leads > 0.0 else []
-            out[cid] = Copies([cos for _, cos in near], neighbors, names)
-        return out
+        return copy_profiles(
+            cids,
+            limit,
+            expand=expand,
+            leads=leads,
+            closest=lambda some, n: self._closest(some, principal, n),
+            chunks=self.chunks,
+        )
 
     def _closest(
         self, cids: list[int], principal: Principal, limit: int
@@ -414,17 +399,7 @@ class EmbeddedIndex(CheckReads, LinkReads):
             np.stack([mine[c] for c in order]), self._allowed(principal, None), depth
         )
         doc_of = self.store.doc_ids(list({n for hits in found for n, _ in hits} | set(order)))
-        out: dict[int, list[tuple[int, float]]] = {}
-        for cid, hits in zip(order, found, strict=True):
-            best: dict[str, tuple[int, float]] = {}
-            for other, cos in hits:
-                doc = doc_of.get(other)
-                if doc is None or doc == doc_of.get(cid):
-                    continue
-                if doc not in best or cos > best[doc][1]:
-                    best[doc] = (other, cos)
-            out[cid] = sorted(best.values(), key=lambda oc: -oc[1])[:limit]
-        return out
+        return closest_per_document(order, found, doc_of, limit)
 
     def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
         return {cid: sc.chunk for cid, sc in self.store.get_chunks(cids).items()}
@@ -432,13 +407,6 @@ class EmbeddedIndex(CheckReads, LinkReads):
     def stats(self) -> dict[str, int]:
         n_chunks, _ = self.store.length_stats()
         return {"chunks": n_chunks, **{f"documents_{k}": v for k, v in self.store.counts_by_state().items()}}
-
-
-def _reaching(closest: dict[int, list[tuple[int, float]]], floor: float) -> list[int]:
-    """The close chunks at ``floor`` or above, once each (none when ``floor`` is 0: not asked for)."""
-    if floor <= 0.0:
-        return []
-    return sorted({other for near in closest.values() for other, cos in near if cos >= floor})
 
 
 def _stale(index: FaissVectorIndex, truth: set[int]) -> bool:

@@ -1,7 +1,8 @@
 """The ``SearchIndex`` protocol (what retrieval and ingest need from an index) and its one factory.
 
 Embedded default: :class:`services.retrieval.embedded_index.EmbeddedIndex` (SQLite + tantivy + faiss
-on local disk). The OpenSearch backend implements the same protocol in the distributed mode.
+on local disk). ``index.backend=opensearch``: :class:`services.retrieval.opensearch_index.OpenSearchIndex`,
+one OpenSearch shared by every process (docs/opensearch.md).
 """
 
 from __future__ import annotations
@@ -104,11 +105,18 @@ def open_index(settings: RampartSettings, dim: int, model_id: str | None = None)
 
 
 def open_stored_index(settings: RampartSettings, dim: int, model_id: str | None = None) -> SearchIndex:
-    """The index held in this process: the embedded one under ``data_dir/index``.
+    """The index this process stores into itself, by ``index.backend``: the embedded one under
+    ``data_dir/index``, or the OpenSearch one at ``opensearch.url`` (refused with the fix when no node
+    answers there).
 
     The retrieval service serves this one directly: the stack gives every program
     ``remote.retrieval_address``, and the service must not become a client of itself.
     """
+    if settings.index.backend == "opensearch":
+        from services.retrieval.opensearch_index import OpenSearchIndex
+
+        return OpenSearchIndex.open(settings.opensearch, dim=dim, index=settings.index, model_id=model_id)
+
     from services.retrieval.embedded_index import EmbeddedIndex
 
     return EmbeddedIndex.open(

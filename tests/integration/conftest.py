@@ -1,4 +1,5 @@
-"""Fixtures for integration tests that need a real Redis and real Celery workers (fact-check).
+"""Fixtures for integration tests that need a real Redis and real Celery workers (fact-check), and
+the session's OpenSearch node (tests/integration/opensearch_server.py).
 
 The module-scoped pair serves the contract suite; tests that break things (stop Redis, kill a worker)
 start their own with the factories, so they never disturb each other.
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli_server import cli_env
+from tests.integration.opensearch_server import opensearch, summary
 from tests.integration.redis_server import CeleryWorker, RedisServer
 
 
@@ -63,3 +65,13 @@ def start_worker(tmp_path: Path, models_dir: Path) -> Iterator[Callable[..., Cel
     yield start
     for w in workers:
         w.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The OpenSearch node's start-up cost, so that a slow CI run shows where its time went."""
+    line = summary(config)
+    if line is not None:
+        terminalreporter.write_line(line)
+
+
+__all__ = ["opensearch"]

@@ -1,0 +1,200 @@
+"""Requests to OpenSearch as the index sends them: which are retried, and how failures read.
+
+Requests that are safe to repeat (searches, GETs, ``_analyze``, bulks of writes by id) are retried on
+429, 5xx and lost connections with exponential back-off and jitter; the others are sent once. Every
+OpenSearch failure becomes a ``RampartError`` naming the node and the fix, and a search that timed out
+or lost shards is an error, never a complete-looking answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import ConnectionError as ClientConnectionError
+from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, TransportError
+
+from services.common.errors import ErrorCode, RampartError
+from services.retrieval.config import OpenSearchSettings
+from services.retrieval.opensearch_node import unreachable
+
+T = TypeVar("T")
+BULK_ACTIONS = 500  # items per bulk request (a chunk with two 384-d vectors is ~8 KB of JSON)
+MGET_BATCH = 1000
+
+
+def connect(settings: OpenSearchSettings) -> Transport:
+    """A client for ``settings.endpoint()`` (no request yet) with TLS and basic auth as configured."""
+    url = settings.endpoint()
+    auth = (
+        (settings.username, settings.password.get_secret_value() if settings.password else "")
+        if settings.username
+        else None
+    )
+    client = OpenSearch(
+        hosts=[url],
+        http_auth=auth,
+        use_ssl=url.startswith("https://"),
+        verify_certs=settings.verify_certs,
+        ca_certs=str(settings.ca_certs) if settings.ca_certs else None,
+        timeout=settings.timeout_s,
+        max_retries=0,  # retried in Transport.call, for idempotent requests only
+        retry_on_timeout=False,
+        http_compress=True,
+    )
+    return Transport(client, url, settings)
+
+
+class Transport:
+    """One OpenSearch client with the retry and error policy of the module doc."""
+
+    def __init__(self, client: OpenSearch, url: str, settings: OpenSearchSettings) -> None:
+        self.client = client
+        self.url = url
+        self._s = settings
+
+    def close(self) -> None:
+        self.client.close()
+
+    def call(self, what: str, fn: Callable[[], T], *, idempotent: bool) -> T:
+        """``fn()``, retried with back-off on 429, 5xx and lost connections when ``idempotent``;
+        OpenSearch's errors become ``RampartError`` naming the node and the fix."""
+        attempts = 1 + (self._s.retries if idempotent else 0)
+        delay = self._s.backoff_s
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                return fn()
+            except ConnectionTimeout as exc:
+                if last:
+                    raise RampartError(
+                        ErrorCode.DEADLINE_EXCEEDED,
+                        f"OpenSearch at {self.url} did not answer {what} within {self._s.timeout_s} s "
+                        "(RAMPART_OPENSEARCH__TIMEOUT_S)",
+                        url=self.url,
+                    ) from exc
+            except ClientConnectionError as exc:
+                if last:
+                    raise unreachable(self.url, exc) from exc
+            except NotFoundError as exc:
+                raise RampartError(
+                    ErrorCode.NOT_FOUND, f"{what}: not found at {self.url}: {_reason(exc)}", url=self.url
+                ) from exc
+            except TransportError as exc:
+                status = exc.status_code if isinstance(exc.status_code, int) else 0
+                transient = status == 429 or status >= 500
+                if last or not transient:
+                    code = ErrorCode.UNAVAILABLE if transient else ErrorCode.INTERNAL
+                    raise RampartError(
+                        code,
+                        f"OpenSearch at {self.url} refused {what} (HTTP {status}): {_reason(exc)}",
+                        url=self.url,
+                        status=status,
+                    ) from exc
+            time.sleep(delay * (1.0 + 0.2 * random.random()))  # jitter, not crypto
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def search(self, alias: str, body: dict[str, Any], what: str) -> list[dict[str, Any]]:
+        """The hits of one search; partial results (failed shards, a timeout) are an error, never
+        returned as if complete."""
+        resp = self.call(what, lambda: self.client.search(index=alias, body=body), idempotent=True)
+        complete(resp, alias, self.url)
+        hits: list[dict[str, Any]] = resp["hits"]["hits"]
+        return hits
+
+    def bulk(self, lines: list[dict[str, Any]], what: str, refresh: bool) -> list[dict[str, Any]]:
+        """Run bulk ``lines`` (action, source, …) in requests of ``BULK_ACTIONS``; return one result
+        item per action."""
+        items: list[dict[str, Any]] = []
+        actions = split_actions(lines)
+        for start in range(0, len(actions), BULK_ACTIONS):
+            part = [line for action in actions[start : start + BULK_ACTIONS] for line in action]
+            # every request of a refreshing bulk waits: with several shards, the last request need
+            # not touch the shards the earlier ones wrote to
+            policy = self._s.refresh if refresh else "false"
+            resp = self.call(
+                what,
+                functools.partial(self.client.bulk, body=part, refresh=policy),
+                idempotent=True,
+            )
+            items += [next(iter(item.values())) for item in resp["items"]]
+        return items
+
+    def mget(self, alias: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``_source`` (only ``fields``) of the documents that exist among ``ids`` (real-time)."""
+        out: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), MGET_BATCH):
+            part = list(ids[start : start + MGET_BATCH])
+            resp = self.call(
+                "read",
+                functools.partial(
+                    self.client.mget,
+                    index=alias,
+                    body={"ids": part},
+                    params={"_source_includes": ",".join(fields)},
+                ),
+                idempotent=True,
+            )
+            for d in resp["docs"]:
+                if d.get("found"):
+                    out[d["_id"]] = d.get("_source", {})
+                elif "error" in d:
+                    raise RampartError(
+                        ErrorCode.UNAVAILABLE,
+                        f"reading {alias} at {self.url} failed: {d['error']}",
+                        url=self.url,
+                    )
+        return out
+
+
+def split_actions(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Bulk lines grouped per action (a delete has no source line; index and update have one)."""
+    out: list[list[dict[str, Any]]] = []
+    i = 0
+    while i < len(lines):
+        action = lines[i]
+        if "delete" in action:
+            out.append([action])
+            i += 1
+        else:
+            out.append([action, lines[i + 1]])
+            i += 2
+    return out
+
+
+def item_reason(item: dict[str, Any]) -> str:
+    """A bulk item's error with its cause (where OpenSearch says what was wrong with the value)."""
+    err = item.get("error")
+    if not isinstance(err, dict):
+        return str(err)
+    reason = f"{err.get('type', 'error')}: {err.get('reason', '')}"
+    cause = err.get("caused_by")
+    if isinstance(cause, dict) and cause.get("reason"):
+        reason += f" (caused by {cause.get('type', '')}: {cause['reason']})"
+    return reason
+
+
+def _reason(exc: TransportError) -> str:
+    info = exc.info if isinstance(exc.info, dict) else {}
+    err = info.get("error")
+    if isinstance(err, dict):
+        return f"{err.get('type', '')}: {err.get('reason', '')}"
+    return str(exc.error)
+
+
+def complete(resp: dict[str, Any], alias: str, url: str) -> None:
+    """Refuse partial results: a search that timed out or lost shards is an error naming the index."""
+    shards = resp.get("_shards", {})
+    if resp.get("timed_out") or shards.get("failed", 0):
+        raise RampartError(
+            ErrorCode.UNAVAILABLE,
+            f"search on {alias} at {url} returned partial results ({shards.get('failed', 0)} of "
+            f"{shards.get('total', '?')} shards failed, timed out: {bool(resp.get('timed_out'))}); retry, "
+            "and check the cluster's health",
+            index=alias,
+        )

@@ -1,0 +1,160 @@
+"""``OpenSearchIndex``: the ``SearchIndex`` contract against the session's real OpenSearch node
+(tests/integration/opensearch_server.py), and what only this backend does: a mapping of another
+layout version and an unreachable node are refused with the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from opensearchpy import OpenSearch
+
+from services.common.errors import ErrorCode, RampartError
+from services.common.net import free_port
+from services.common.settings import RampartSettings
+from services.common.types import DocumentState
+from services.retrieval.config import IndexSettings, OpenSearchSettings
+from services.retrieval.doc_store import ChunkWrite
+from services.retrieval.index import SearchIndex, open_index
+from services.retrieval.opensearch_index import OpenSearchIndex
+from services.retrieval.opensearch_node import OpenSearchNode
+from services.retrieval.opensearch_transport import BULK_ACTIONS
+from tests.contracts.search_index import ALICE, DIM, SearchIndexContract, doc, ids
+
+
+def settings_for(node: OpenSearchNode, prefix: str) -> OpenSearchSettings:
+    return OpenSearchSettings(url=node.url, index_prefix=prefix, timeout_s=30.0)
+
+
+def drop(node: OpenSearchNode, prefix: str) -> None:
+    client = OpenSearch(hosts=[node.url])
+    try:
+        client.indices.delete(index=f"{prefix}-*")
+    finally:
+        client.close()
+
+
+@pytest.fixture()
+def prefix(opensearch: OpenSearchNode) -> Iterator[str]:
+    """A fresh index prefix per test on the shared node, dropped afterwards."""
+    name = f"t{uuid.uuid4().hex[:12]}"
+    yield name
+    drop(opensearch, name)
+
+
+class TestOpenSearchIndex(SearchIndexContract):
+    @pytest.fixture()
+    def make_index(self, opensearch: OpenSearchNode, prefix: str) -> Iterator[Callable[[], SearchIndex]]:
+        opened: list[OpenSearchIndex] = []
+
+        def make() -> SearchIndex:
+            for ix in opened:
+                ix.close()
+            opened.clear()
+            opened.append(OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM))
+            return opened[-1]
+
+        yield make
+        for ix in opened:
+            ix.close()
+
+
+def test_unreachable_node_names_the_url_and_the_command() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(RampartError) as caught:
+        OpenSearchIndex.open(OpenSearchSettings(url=url, retries=1, backoff_s=0.01), dim=DIM)
+    assert caught.value.code is ErrorCode.UNAVAILABLE
+    assert url in caught.value.message and "rampart opensearch up" in caught.value.message
+
+
+def test_mapping_of_another_version_points_to_migrate(opensearch: OpenSearchNode, prefix: str) -> None:
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:  # an index as an older Rampart would have left it: layout version 0 behind the alias
+        ix.client.indices.delete(index=f"{prefix}-chunks-v1")
+        ix.client.indices.create(
+            index=f"{prefix}-chunks-v0",
+            body={"mappings": {"_meta": {"rampart_schema": 0}}, "aliases": {f"{prefix}-chunks": {}}},
+        )
+    finally:
+        ix.close()
+    with pytest.raises(RampartError, match="rampart index migrate") as caught:
+        OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    assert caught.value.code is ErrorCode.FAILED_PRECONDITION
+    assert f"{prefix}-chunks-v0" in caught.value.message and "version 0" in caught.value.message
+
+
+def test_other_dimension_or_embedder_is_refused(opensearch: OpenSearchNode, prefix: str) -> None:
+    OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM, model_id="model-a").close()
+    with pytest.raises(RampartError, match="holds 16-d vectors"):
+        OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM * 2)
+    with pytest.raises(RampartError, match="built with embedder model-a"):
+        OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM, model_id="model-b")
+    OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM, model_id="model-a").close()
+
+
+def test_backend_switch_opens_it(opensearch: OpenSearchNode, prefix: str, tmp_path: Path) -> None:
+    settings = RampartSettings(
+        data_dir=tmp_path / "data",
+        index=IndexSettings(backend="opensearch"),
+        opensearch=settings_for(opensearch, prefix),
+    )
+    ix = open_index(settings, DIM, "model-a")
+    try:
+        assert isinstance(ix, OpenSearchIndex) and ix.chunks_alias == f"{prefix}-chunks"
+    finally:
+        ix.close()
+    assert not (tmp_path / "data" / "index").exists()  # nothing embedded was opened
+
+
+def test_bulk_item_errors_fail_their_own_document(opensearch: OpenSearchNode, prefix: str) -> None:
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        ix.write([doc("keep", ["old words"])])
+        good = doc("good", ["alpha words"])
+        bad = doc("keep", ["new words"], version=2)
+        broken = ChunkWrite(bad.chunks[0].chunk, 2, np.ones(DIM // 2, dtype=np.float32))  # wrong dimension
+        bad = dataclasses.replace(bad, chunks=[broken])
+        with pytest.raises(RampartError, match="refused 1 of 2 documents") as caught:
+            ix.write([good, bad])
+        assert caught.value.details["failed"] == ["t1/keep"]
+        assert ix.status("t1", "good").state is DocumentState.INDEXED  # type: ignore[union-attr]
+        failed = ix.status("t1", "keep")
+        assert failed is not None and failed.state is DocumentState.FAILED
+        assert failed.error is not None and "version 2" in failed.error and "dimension" in failed.error
+        assert ids(ix.bm25("words", ALICE, 10), ix) == {"good", "keep"}  # keep's version 1 still serves
+        assert ids(ix.bm25("new", ALICE, 10), ix) == set()
+        assert ix.stats()["chunks"] == 2
+    finally:
+        ix.close()
+
+
+def test_token_lengths_batch_splits_texts_outside_the_basic_plane(
+    opensearch: OpenSearchNode, prefix: str
+) -> None:
+    """One _analyze call assigns tokens to texts by offset, which Java counts in UTF-16 units."""
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        texts = ["emoji 😀😀 first text", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 words here", "", "plain words at the end"]
+        assert ix.token_lengths(texts) == [ix.token_length(t) for t in texts]
+        assert ix.token_lengths(texts)[3] == 3  # "at", "the" are stop words
+    finally:
+        ix.close()
+
+
+def test_a_write_larger_than_one_bulk_request_is_searchable_when_it_returns(
+    opensearch: OpenSearchNode, prefix: str
+) -> None:
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        n = BULK_ACTIONS + 100
+        ix.write([doc(f"d{i}", [f"bulk words number{i}"]) for i in range(n)])
+        assert ix.stats() == {"chunks": n, "documents_indexed": n}
+        assert len(ix.bm25("bulk words", ALICE, n + 10)) == n
+        ix.write([doc(f"d{i}", [f"second words number{i}"], version=2) for i in range(n)])
+        assert ix.stats()["chunks"] == n and ix.bm25("bulk", ALICE, 10) == []
+    finally:
+        ix.close()
