@@ -306,11 +306,16 @@ class FactCheckSettings(BaseModel):
     )
     title_links: bool = Field(
         default=True,
-        description="Read document titles that passages spell out: a passage a relevant one names by "
-        "title (or that names a relevant one's title and holds a query term that one lacks) is a "
-        "bridge, not IRRELEVANT; two passages each about its own titled subject (neither names the "
-        "other) are never compared for conflicts nor count as a near-duplicate cluster (docs/factcheck.md); "
-        "linked corpus profile only (docs/corpus-profiles.md)",
+        description="Read document titles as subjects: two passages each about its own titled subject "
+        "(neither names the other) are never compared for conflicts nor count as a near-duplicate "
+        "cluster (docs/factcheck.md); linked corpus profile only (docs/corpus-profiles.md)",
+    )
+    title_bridges: bool = Field(
+        default=True,
+        description="A passage a standing one names by title (or that names a standing one's title and "
+        "holds a query term that one lacks), or whose title the query names, is a bridge, not "
+        "IRRELEVANT: it only undoes rule 2, so it runs for every corpus profile (docs/factcheck.md, "
+        "'Bridges stay'; docs/corpus-profiles.md)",
     )
     contradiction_pairs: int = Field(
         default=0,

@@ -56,8 +56,8 @@ IRRELEVANT = CheckInput(
     rerank_logit=-6.0,
 )
 MIXED = [RELEVANT, INJECTION, *PARAPHRASES, IRRELEVANT]
-# A two-hop pair: the relevant page names the one the answer needs next, which alone looks irrelevant.
-# A bridge under the linked corpus profile; the generic profile reads no titles (docs/corpus-profiles.md).
+# A two-hop pair: the relevant page names the one the answer needs next, which alone looks irrelevant:
+# a bridge under every corpus profile (it only undoes IRRELEVANT).
 BRIDGE_QUERY = "When did the sultan who commissioned the Laleli Mosque reign?"
 NAMING = CheckInput(
     chunk_id="mosque-1",
@@ -72,6 +72,20 @@ NAMED = CheckInput(
     title="Mustafa III",
     text="He was the Ottoman ruler from 1757 to 1774 and reformed the army.",
     rerank_logit=-10.0,
+)
+
+# A template page whose near-copies in the corpus are its siblings, each about its own subject: no
+# planted copies under the linked profile, which reads their opening names; the generic profile does not
+# (docs/corpus-profiles.md).
+SEASON_QUERY = "Where did the 1984 Tennessee Volunteers play their home games?"
+SEASON = CheckInput(
+    chunk_id="season-1",
+    doc_id="season-1984",
+    title="1984 Tennessee Volunteers football team",
+    text="The 1984 Tennessee Volunteers football team played its home games at Neyland Stadium.",
+    rerank_logit=3.0,
+    copy_cosines=[0.91, 0.9, 0.5],
+    copy_leads=["1985 Tennessee Volunteers", "1983 Tennessee Volunteers"],
 )
 
 
@@ -175,18 +189,23 @@ class FactCheckerContract:
     def test_title_rules_only_for_a_linked_corpus(
         self, checker: FactChecker, in_process: FactChecker
     ) -> None:
-        """``linked`` (the tenant's corpus profile) decides whether the bridge rule reads titles; the
-        verdicts match the reference either way (a Celery check decides on the caller, from the same
-        cached evidence)."""
-        pair = [NAMING, NAMED]
-        linked = checker.check(BRIDGE_QUERY, pair, deadline_s=DEADLINE_S)
-        generic = checker.check(BRIDGE_QUERY, pair, deadline_s=DEADLINE_S, linked=False)
-        assert verdicts(linked) == {"mosque-1": Verdict.RELEVANT, "ruler-1": Verdict.RELEVANT}
-        assert linked.judgements[1].reason == "a bridge: the relevant passage 'Laleli Mosque' names it"
-        assert verdicts(generic) == {"mosque-1": Verdict.RELEVANT, "ruler-1": Verdict.IRRELEVANT}
-        for got, flag in ((linked, True), (generic, False)):
-            want = in_process.check(BRIDGE_QUERY, pair, deadline_s=DEADLINE_S, linked=flag)
-            assert_same(got.judgements, want.judgements)
+        """``linked`` (the tenant's corpus profile) decides whether copies about other subjects are
+        told apart by their opening names; a bridge stands under both; the verdicts match the
+        reference either way (a Celery check decides on the caller, from the same cached evidence)."""
+        for query, items in ((BRIDGE_QUERY, [NAMING, NAMED]), (SEASON_QUERY, [SEASON])):
+            for flag in (True, False):
+                got = checker.check(query, items, deadline_s=DEADLINE_S, linked=flag)
+                want = in_process.check(query, items, deadline_s=DEADLINE_S, linked=flag)
+                assert_same(got.judgements, want.judgements)
+        for flag in (True, False):
+            bridge = checker.check(BRIDGE_QUERY, [NAMING, NAMED], deadline_s=DEADLINE_S, linked=flag)
+            assert verdicts(bridge) == {"mosque-1": Verdict.RELEVANT, "ruler-1": Verdict.RELEVANT}
+            assert bridge.judgements[1].reason == "a bridge: the relevant passage 'Laleli Mosque' names it"
+        linked = checker.check(SEASON_QUERY, [SEASON], deadline_s=DEADLINE_S)
+        generic = checker.check(SEASON_QUERY, [SEASON], deadline_s=DEADLINE_S, linked=False)
+        assert verdicts(linked) == {"season-1": Verdict.RELEVANT}
+        assert verdicts(generic) == {"season-1": Verdict.ADVERSARIAL}
+        assert generic.judgements[0].reason.startswith("planted copies")
 
     def test_empty_items(self, checker: FactChecker) -> None:
         outcome = checker.check(QUERY, [], deadline_s=DEADLINE_S)

@@ -199,9 +199,10 @@ def test_the_two_hop_lift_runs_for_a_linked_tenant_only() -> None:
     assert order == {"wiki": ["d3", "d2", "d1", "d0"], "papers": ["d3", "d1", "d0", "d2"]}
 
 
-def test_the_bridge_rule_applies_for_a_linked_tenant_only() -> None:
-    """The page the relevant one names is a bridge for the wiki tenant and withheld as irrelevant for
-    the generic one: the same pipeline tells the fact-check each tenant's profile."""
+def test_title_subjects_apply_for_a_linked_tenant_only() -> None:
+    """A template page whose corpus near-copies open with other subjects' names is no planted copy for
+    the wiki tenant and is withheld for the generic one, while the page a relevant one names is a
+    bridge for both: the same pipeline tells the fact-check each tenant's profile."""
     mosque = scored(
         "mosque",
         "The Laleli Mosque in Fatih, Istanbul, was commissioned by Sultan Mustafa III.",
@@ -212,23 +213,37 @@ def test_the_bridge_rule_applies_for_a_linked_tenant_only() -> None:
     ruler = scored(
         "ruler", "He reigned from 1757 to 1774 and reformed the army.", 0.5, "Mustafa III", rerank=-10.0
     )
+    season = scored(
+        "season",
+        "The 1984 Tennessee Volunteers football team played its home games at Neyland Stadium.",
+        0.4,
+        "1984 Tennessee Volunteers football team",
+        rerank=2.0,
+    ).model_copy(
+        update={
+            "copy_cosines": [0.91, 0.9, 0.5],
+            "copy_leads": ["1985 Tennessee Volunteers", "1983 Tennessee Volunteers"],
+        }
+    )
     settings = FactCheckSettings(min_keep=1)
     checker = InProcessFactChecker(Words(), settings)  # type: ignore[arg-type]
     try:
         pipeline = SearchPipeline(
-            Recorder([mosque, ruler]),
+            Recorder([mosque, ruler, season]),
             FusionSettings(),
             factcheck=FactCheckStage(checker),
             factcheck_defaults=settings,
             corpus=CORPUS,
         )
-        got = {who.tenant: pipeline.search(Q, who, pipeline.params(top_k=2)) for who in (WIKI, PAPERS)}
+        got = {who.tenant: pipeline.search(Q, who, pipeline.params(top_k=3)) for who in (WIKI, PAPERS)}
     finally:
         checker.close()
-    assert [h.chunk.doc_id for h in got["wiki"].hits] == ["mosque", "ruler"]
-    assert got["wiki"].hits[1].judgement and got["wiki"].hits[1].judgement.reason.startswith("a bridge")
-    assert [h.chunk.doc_id for h in got["papers"].hits] == ["mosque"]
-    assert [(j.doc_id, j.verdict) for j in got["papers"].filtered] == [("ruler", Verdict.IRRELEVANT)]
+    assert [h.chunk.doc_id for h in got["wiki"].hits] == ["mosque", "ruler", "season"]
+    for tenant in ("wiki", "papers"):
+        bridge = got[tenant].hits[1].judgement
+        assert bridge and bridge.reason.startswith("a bridge"), tenant
+    assert [h.chunk.doc_id for h in got["papers"].hits] == ["mosque", "ruler"]
+    assert [(j.doc_id, j.verdict) for j in got["papers"].filtered] == [("season", Verdict.ADVERSARIAL)]
 
 
 def test_profiled_keeps_a_linked_tenant_s_options() -> None:

@@ -68,7 +68,7 @@ def low_relevance(c: Check, k: int) -> Ruling | None:
 
 def bridges(c: Check) -> None:
     """An IRRELEVANT passage linked by title to a standing passage of another document stands again
-    (``title_links``): a two-hop question needs the page its answer page names ("the label of the band
+    (``title_bridges``): a two-hop question needs the page its answer page names ("the label of the band
     that released *Bleach*": the *Bleach* page names *Sub Pop*), which alone addresses little of it.
     Either way round: the standing passage names this one's title (loosely counts too: every title
     term the query does not use, in any order and case, "A41" for *A41 road*), or this one names the
@@ -76,7 +76,7 @@ def bridges(c: Check) -> None:
     Peace Laureates* page names *Mikhail Gorbachev* and says "forum"; a page that merely mentions him
     adds nothing). Only rule 2 is undone: rule 1's verdicts stand. docs/factcheck.md, rule 2
     ("Bridges stay")."""
-    if not c.settings.title_links:
+    if not c.settings.title_bridges:
         return
     items, asked = c.items, term_set(c.query)
     relevant = [
@@ -113,13 +113,13 @@ def bridges(c: Check) -> None:
 
 
 def named_by_query(c: Check) -> None:
-    """An IRRELEVANT passage whose title the query spells out stands again (``title_links``; not a
+    """An IRRELEVANT passage whose title the query spells out stands again (``title_bridges``; not a
     common word: "Hotel" beside "the hotel"). The user asked about that page: comparison and bridge
     questions name each page they need ("Who was born first, Connie Willis or Margaret Landon?"), and
     the page of the second name usually says nothing of the first, so term coverage and a pairwise
     cross-encoder both call it off-topic. Only rule 2 is undone: a planted page titled after what the
     query names still meets every detector. docs/factcheck.md, rule 2 ("Pages the query names stay")."""
-    if not c.settings.title_links:
+    if not c.settings.title_bridges:
         return
     said = spelled_text(c.query)
     for k, v in enumerate(c.verdicts):
