@@ -101,8 +101,9 @@ class RoutingSettings(BaseModel):
     plans: dict[str, RoutePlan] = Field(
         default_factory=_shipped_plans,
         description=(
-            "Retrieval parameters per complexity (low/medium/high); HyPA's table by default, the high "
-            "row's BM25:dense split the first stage's even one (0.5:0.5; the shipped artifact's card says why)"
+            "Retrieval parameters per complexity (low/medium/high); HyPA's table by default (context "
+            "size, KG share and depth, chain steps), with BM25 and dense at equal shares in every row "
+            "(the shipped artifact's card says why)"
         ),
     )
     plans_dir: Path | None = Field(
