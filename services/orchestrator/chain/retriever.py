@@ -23,9 +23,10 @@ come first, then step 1's results in their order, then the other leads, then the
 round-robin, deduplicated by chunk. A question routed Complex that one search answers (a long question
 of any corpus) so loses at most the few backed leads' places, never step 1's order to a hop's context
 (issue 34, point 6: on CISI and CACM the old merge, hops' context before step 1's rest, cost 0.06–0.07
-nDCG@10; docs/journal/2026-11-27-routed-merge-and-plans.md). Then titles reorder it (``named_titles``): two documents the question names ("Were Skin Yard
-and Ostava …") go first, a page linked by title to the top one comes second when the top two are not
-linked, and the pages the top two name come right behind them.
+nDCG@10; docs/journal/2026-11-27-routed-merge-and-plans.md). Then titles reorder it
+(``named_titles``): two documents the question names ("Were Skin Yard and Ostava …") go first, a page
+linked by title to the top one comes second when the top two are not linked, and the pages the top two
+name come right behind them.
 
 The title rules (that reordering, and the ``named`` stop) are for corpora whose documents name each
 other by title: the orchestrator turns them off (``titles=False``) for a tenant of the generic corpus
