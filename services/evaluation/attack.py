@@ -35,6 +35,7 @@ from services.factcheck.stage import FactCheckStage
 from services.ingest.service import Outcome
 from services.orchestrator.orchestrator import Ask, Orchestrator
 from services.orchestrator.runtime import Runtime, Variant
+from services.orchestrator.search import generic_params
 from services.rerank.reranker import Reranker
 from services.rerank.stage import RerankStage
 from services.retrieval.embedder import Embedder
@@ -225,18 +226,15 @@ def first_stages(
     depth = settings.rerank.depth if rerank.enabled else 0
     copies = max(m, depth) if settings.factcheck.copy_min_docs > 0 else 0
     linked = settings.corpus.linked(EVAL_TENANT)
-    off = None if linked else 0  # a generic corpus: no link stream (None: the settings' value)
     params = replace(
-        SearchParams.from_settings(
-            settings.fusion, top_k=max(k, window, depth), link_seeds=off, backlinks=off
-        ),
+        SearchParams.from_settings(settings.fusion, top_k=max(k, window, depth)),
         vectors=True,
         copy_depth=copies,
         copy_expand=settings.factcheck.copy_border_threshold if copies else 0.0,
-        copy_leads=settings.factcheck.copy_threshold
-        if copies and settings.factcheck.copy_subjects and linked
-        else 0.0,
+        copy_leads=settings.factcheck.copy_threshold if copies and settings.factcheck.copy_subjects else 0.0,
     )
+    if not linked:  # as SearchPipeline.profiled does for a generic tenant
+        params = generic_params(params)
     outcome = retriever.search(q.query, EVAL_PRINCIPAL, params)
     hits = outcome.hits
     topk = _docs(hits[:k])

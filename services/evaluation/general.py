@@ -20,8 +20,8 @@ Two kinds of rows:
 
 Every row runs under the generic corpus profile (the default) unless its name ends ``/linked``: the
 Wikipedia rows run again as a deployment whose pages name each other by title would configure them
-(docs/corpus-profiles.md). Rows read ``../shared/data`` (``DATA``); every row samples a fixed, hash-ordered set of queries, so two
-runs compare the same questions. Dev splits only: SciFact's ``train``, HotpotQA-500's ``train`` half;
+(docs/corpus-profiles.md). Rows read ``../shared/data`` (``DATA``); every row samples a fixed,
+hash-ordered set of queries, so two runs compare the same questions. Dev splits only: SciFact's ``train``, HotpotQA-500's ``train`` half;
 the classic collections, 2WikiMultihopQA-164 and the attack sets are dev data as a whole.
 """
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from services.common.config import CorpusProfile
 from services.common.settings import RampartSettings
 from services.evaluation.beir import BeirDataset
-from services.evaluation.runner import EVAL_PRINCIPAL, EVAL_TENANT, ROUTED_DEPTH, eval_runtime
+from services.evaluation.runner import EVAL_PRINCIPAL, ROUTED_DEPTH, eval_runtime, with_profile
 from services.models.pair_train import PairExample
 from services.orchestrator.chain.pair_order import doc_heads, pair_docs, question_logits
 from services.orchestrator.plan import QueryType
@@ -40,12 +40,8 @@ def collect_examples(
     many questions were read, routed elsewhere, or had fewer than two head documents."""
     from services.orchestrator.orchestrator import Ask
 
-    off = settings.model_copy(
-        update={
-            "chain": settings.chain.model_copy(update={"pair_order": False}),
-            "corpus": settings.corpus.with_tenant(EVAL_TENANT, CorpusProfile.LINKED),
-        }
-    )
+    linked = with_profile(settings, CorpusProfile.LINKED)
+    off = linked.model_copy(update={"chain": settings.chain.model_copy(update={"pair_order": False})})
     depth = settings.chain.pair_depth
     examples: list[PairExample] = []
     counts = {"questions": 0, "not_complex": 0, "short_head": 0}

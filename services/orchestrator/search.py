@@ -50,6 +50,13 @@ class FactCheckOptions:
     linked: bool = True
 
 
+def generic_params(params: SearchParams) -> SearchParams:
+    """``params`` for a tenant of the generic corpus profile: no link stream (``link_seeds``,
+    ``backlinks``) and no copy leads, which only the linked profile's title rules read. The one list
+    of search parameters a profile turns off (:meth:`SearchPipeline.profiled`, the attack evaluation)."""
+    return replace(params, link_seeds=0, backlinks=0, copy_leads=0.0)
+
+
 class SearchPipeline:
     def __init__(
         self,
@@ -125,7 +132,7 @@ class SearchPipeline:
         if self.linked(principal):
             return params, rerank, fc
         return (
-            replace(params, link_seeds=0, backlinks=0, copy_leads=0.0),
+            generic_params(params),
             replace(rerank, link_weight=0.0),
             replace(fc, linked=False, copy_leads=0.0),
         )

@@ -249,7 +249,8 @@ class OpenSearchIndex(CheckReads, LinkReads):
             if who in failed:
                 lines += self._undo_lines(d, new[who], failed[who])
             else:
-                stale = [c for c in old.get(doc_key(*who), {}).get("cids", []) if c not in set(new[who])]
+                kept = set(new[who])
+                stale = [c for c in old.get(doc_key(*who), {}).get("cids", []) if c not in kept]
                 lines += [{"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in stale]
                 lines += [
                     {"index": {"_index": self.documents_alias, "_id": doc_key(*who)}},

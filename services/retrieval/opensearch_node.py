@@ -255,7 +255,7 @@ def running_pid(home: Path) -> int | None:
         path.unlink(missing_ok=True)
         return None
     except PermissionError:
-        pass
+        return pid  # it runs, under another user: still the node this pid file names
     return pid
 
 
