@@ -237,3 +237,15 @@ class ScoredChunk(BaseModel):
         "search's copy_leads): the name that other chunk opens with, '' if none (internal; null = not "
         "asked)",
     )
+    arrival: int | None = Field(
+        default=None,
+        exclude=True,
+        description="The chunk's place in its index's write order (larger = written later), when the "
+        "search asked for copy cosines (internal; null = not asked or not known)",
+    )
+    copy_arrivals: list[int] | None = Field(
+        default=None,
+        exclude=True,
+        description="Parallel to copy_cosines: the write order of each of those closest chunks "
+        "(internal; null = not asked or not known)",
+    )

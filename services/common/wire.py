@@ -379,8 +379,11 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
                 values=s.copy_cosines,
                 neighbors=[pb.CopyCosines(values=n) for n in s.copy_neighbors or []],
                 leads=s.copy_leads or [],
+                arrivals=s.copy_arrivals or [],
             )
         )
+    if s.arrival is not None:
+        m.arrival = s.arrival
     return m
 
 
@@ -399,6 +402,10 @@ def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
         copy_leads=list(m.copy_cosines.leads)
         if m.HasField("copy_cosines") and m.copy_cosines.leads
         else None,
+        arrival=m.arrival if m.HasField("arrival") else None,
+        copy_arrivals=list(m.copy_cosines.arrivals)
+        if m.HasField("copy_cosines") and m.copy_cosines.arrivals
+        else None,
     )
 
 
@@ -406,7 +413,10 @@ def copy_cosines_to_pb(cosines: Mapping[int, Copies]) -> dict[int, pb.CopyCosine
     """``CheckReads.copy_cosines``' answer as the ``CopyCosinesResponse.cosines`` map."""
     return {
         cid: pb.CopyCosines(
-            values=c.cosines, neighbors=[pb.CopyCosines(values=n) for n in c.neighbors], leads=c.leads
+            values=c.cosines,
+            neighbors=[pb.CopyCosines(values=n) for n in c.neighbors],
+            leads=c.leads,
+            arrivals=c.arrivals,
         )
         for cid, c in cosines.items()
     }
@@ -414,7 +424,9 @@ def copy_cosines_to_pb(cosines: Mapping[int, Copies]) -> dict[int, pb.CopyCosine
 
 def copy_cosines_from_pb(cosines: Mapping[int, pb.CopyCosines]) -> dict[int, Copies]:
     return {
-        int(cid): Copies(list(c.values), [list(n.values) for n in c.neighbors], list(c.leads))
+        int(cid): Copies(
+            list(c.values), [list(n.values) for n in c.neighbors], list(c.leads), list(c.arrivals)
+        )
         for cid, c in cosines.items()
     }
 

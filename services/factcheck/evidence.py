@@ -69,6 +69,18 @@ class CheckInput(BaseModel):
         "copy_leads cosine (ScoredChunk.copy_leads, parallel to the head of copy_cosines): a copy that "
         "opens with another subject's name does not count as planted. None = not known",
     )
+    arrival: int | None = Field(
+        default=None,
+        description="The passage's place in its index's write order, larger = written later "
+        "(ScoredChunk.arrival): the planted-copies rule withholds a passage only when it arrived after "
+        "most of the unflagged passages around it. None = not known",
+    )
+    copy_arrivals: list[int] | None = Field(
+        default=None,
+        description="Parallel to copy_cosines: each closest other document's chunk's write order "
+        "(ScoredChunk.copy_arrivals), which marks the passage's own group among the others. None = not "
+        "known",
+    )
     embed: bool = Field(
         default=True,
         description="Embed the passage when it carries no vector. A caller holding the stored embedding "

@@ -59,6 +59,8 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         copy_cosines=hit.copy_cosines,
         copy_neighbors=hit.copy_neighbors,
         copy_leads=hit.copy_leads,
+        arrival=hit.arrival,
+        copy_arrivals=hit.copy_arrivals,
     )
 
 

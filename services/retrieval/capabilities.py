@@ -46,12 +46,17 @@ class Copies:
     planted-copies detector grow a dense group to its border members (DBSCAN over the corpus).
     ``leads``: for the first ``len(leads)`` of the cosines (those at or above the caller's ``leads``
     cosine), the name that closest chunk opens with (``services.common.subjects.lead_name``, ``""`` if
-    none) — what tells a template family's pages from copies of one claim.
+    none) — what tells a template family's pages from copies of one claim. ``arrivals``: parallel to
+    ``cosines``, each closest chunk's place in the index's write order (its chunk id, allocated in write
+    order: larger = written later; empty when an index does not report it) — what tells a group that
+    arrived after the documents around it (a campaign planted into a corpus) from one that came with
+    them (docs/factcheck.md, "arrival order").
     """
 
     cosines: list[float]
     neighbors: list[list[float]] = field(default_factory=list)
     leads: list[str] = field(default_factory=list)
+    arrivals: list[int] = field(default_factory=list)
 
 
 def copy_profiles(
@@ -84,7 +89,7 @@ def copy_profiles(
             else []
         )
         names = [opening.get(other, "") for other, cos in near if cos >= leads] if leads > 0.0 else []
-        out[cid] = Copies([cos for _, cos in near], neighbors, names)
+        out[cid] = Copies([cos for _, cos in near], neighbors, names, [other for other, _ in near])
     return out
 
 

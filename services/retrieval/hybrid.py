@@ -139,12 +139,7 @@ class HybridRetriever:
     ) -> SearchOutcome:
         """Search with a precomputed query vector (batch evaluation embeds all queries at once)."""
         check_query(query)
-        weights = {k: w for k, w in params.weights.items() if w > 0}
-        unknown = set(params.weights) - {r.value for r in Retriever}
-        if unknown:
-            raise invalid(f"unknown retriever(s) {sorted(unknown)} in weights; use bm25 and/or dense")
-        if not weights:
-            raise invalid("every retriever weight is 0; give bm25 or dense a weight > 0")
+        weights = _weights(params)
         depth = max(params.candidates, params.top_k)
         lists: dict[str, list[tuple[int, float]]] = {}
         timings: dict[str, float] = {}
@@ -205,6 +200,8 @@ class HybridRetriever:
                 if f.key in copies and params.copy_expand > 0
                 else None,
                 copy_leads=copies[f.key].leads if f.key in copies and params.copy_leads > 0 else None,
+                arrival=f.key if params.copy_depth > 0 else None,
+                copy_arrivals=copies[f.key].arrivals if f.key in copies and copies[f.key].arrivals else None,
             )
             for f in fused
             if f.key in chunks
@@ -339,3 +336,14 @@ class HybridRetriever:
             if need:
                 cos = self.index.cosine(vector, need)
                 lists["dense"] = lists["dense"] + [(k, cos[k]) for k in need if k in cos]
+
+
+def _weights(params: SearchParams) -> dict[str, float]:
+    """The retrievers to run and their fusion weights: the known ones with a weight above 0."""
+    unknown = set(params.weights) - {r.value for r in Retriever}
+    if unknown:
+        raise invalid(f"unknown retriever(s) {sorted(unknown)} in weights; use bm25 and/or dense")
+    weights = {k: w for k, w in params.weights.items() if w > 0}
+    if not weights:
+        raise invalid("every retriever weight is 0; give bm25 or dense a weight > 0")
+    return weights

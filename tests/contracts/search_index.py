@@ -243,6 +243,23 @@ class SearchIndexContract:
         ix.delete("t1", "b")
         assert len(ix.copy_cosines([a0], ALICE, 8)[a0].cosines) == 2
 
+    def test_copy_arrivals_are_the_close_chunks_in_write_order(
+        self, make_index: Callable[[], SearchIndex]
+    ) -> None:
+        """``Copies.arrivals``: each closest chunk's place in the write order, parallel to the cosines —
+        what the planted-copies rule's arrival test compares (docs/factcheck.md, "arrival order")."""
+        ix = make_index()
+        claim = "the moon is made of green cheese"
+        ix.write([claimed("a", claim), claimed("b", "the moon is made of green cheese indeed")])
+        ix.write([claimed("c", claim)])  # written later
+        a0, b0, c0 = cid_of(ix, "a"), cid_of(ix, "b"), cid_of(ix, "c")
+        got = ix.copy_cosines([a0], ALICE, 8)[a0]
+        assert got.arrivals == [c0, b0]  # c holds the same claim: closest first
+        assert len(got.arrivals) == len(got.cosines)
+        assert a0 < c0 and b0 < c0  # a chunk written later arrives later
+        ix.write([claimed("b", "the moon is made of green cheese indeed, version two")])
+        assert cid_of(ix, "b") > c0  # a new version is a new arrival
+
     def test_copy_neighbors_are_the_close_documents_own_copies(
         self, make_index: Callable[[], SearchIndex]
     ) -> None:

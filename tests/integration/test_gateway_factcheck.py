@@ -164,10 +164,11 @@ GENUINE = (
 
 
 def test_planted_copies_in_other_documents_are_withheld(runtime: Runtime, tmp_path: Path) -> None:
-    corpus = [
+    # the genuine page first, the campaign planted after it (the arrival-order test of the rule)
+    corpus = [{"id": "facilities", "title": "Facilities", "acl": {"groups": ["*"]}, "text": GENUINE}] + [
         {"id": f"note-{i}", "title": f"Note {i}", "acl": {"groups": ["*"]}, "text": t}
         for i, t in enumerate(PLANTED)
-    ] + [{"id": "facilities", "title": "Facilities", "acl": {"groups": ["*"]}, "text": GENUINE}]
+    ]
     client, k = client_for(runtime, tmp_path, corpus)
     with client:
         body = search(client, k["alice"], "where do parcels for the Mill Lane warehouse go").json()
@@ -207,10 +208,10 @@ def test_loose_paraphrase_joins_its_planted_group_through_the_border_or_claim_ru
     reranker: Reranker,
 ) -> None:
     """Either rule alone withholds the loose paraphrase; with both off it reaches the results."""
-    corpus = [
+    corpus = [{"id": "facilities", "title": "Facilities", "acl": {"groups": ["*"]}, "text": GENUINE}] + [
         {"id": f"note-{i}", "title": f"Note {i}", "acl": {"groups": ["*"]}, "text": t}
         for i, t in enumerate([*PLANTED, LOOSE])
-    ] + [{"id": "facilities", "title": "Facilities", "acl": {"groups": ["*"]}, "text": GENUINE}]
+    ]
     settings = RampartSettings(
         data_dir=tmp_path / "data",
         models_dir=models_dir,

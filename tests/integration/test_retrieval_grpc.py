@@ -205,13 +205,19 @@ def test_copy_cosines_travel_when_asked(served: Served, embedder: Embedder, remo
     assert len(got.hits) == 3 and all(h.copy_cosines is None for h in got.hits[2:])
     assert any(h.copy_cosines for h in got.hits[:2])
     assert all(h.copy_neighbors is None for h in got.hits)  # not asked for
+    # every hit's write order, and its copies', travel too (the planted-copies rule's arrival test)
+    assert [(h.arrival, h.copy_arrivals) for h in got.hits] == [
+        (h.arrival, h.copy_arrivals) for h in want.hits
+    ]
+    assert all(h.arrival is not None for h in got.hits)
+    assert all(len(h.copy_arrivals or []) == len(h.copy_cosines) for h in got.hits[:2] if h.copy_cosines)
     wide = replace(params, copy_expand=0.05)
     want = HybridRetriever(served.index, embedder).search("parental leave weeks laptop", ALICE, wide)
     got = remote.search("parental leave weeks laptop", ALICE, wide)
     assert [h.copy_neighbors for h in got.hits] == [h.copy_neighbors for h in want.hits]
     assert any(h.copy_neighbors for h in got.hits[:2])
     plain = remote.search("parental leave weeks laptop", ALICE, replace(params, copy_depth=0))
-    assert all(h.copy_cosines is None for h in plain.hits)
+    assert all(h.copy_cosines is None and h.arrival is None for h in plain.hits)
 
 
 def test_remote_errors_are_the_local_ones(

@@ -201,15 +201,22 @@ def test_scored_chunk_copy_neighbors_round_trip() -> None:
         copy_cosines=[0.9, 0.2],
         copy_neighbors=[[0.9, 0.85, 0.1]],
         copy_leads=["2011 Colorado Buffaloes", ""],
+        arrival=2**40,
+        copy_arrivals=[3, 2**41],
     )
     back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(s)))  # type: ignore[arg-type]
     assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s
     assert back.copy_leads == ["2011 Colorado Buffaloes", ""]
+    assert (back.arrival, back.copy_arrivals) == (2**40, [3, 2**41])
+    plain = wire.scored_chunk_from_pb(
+        bytes_trip(wire.scored_chunk_to_pb(ScoredChunk(chunk=CHUNK, scores={}, fused=0.1)))
+    )  # type: ignore[arg-type]
+    assert (plain.arrival, plain.copy_arrivals) == (None, None)  # arrival 0 is a place, unset is unknown
 
 
 def test_copy_cosines_map_round_trip() -> None:
     cosines = {
-        7: Copies([0.91, 0.4], [[0.91, 0.8]], ["Solidago speciosa"]),
+        7: Copies([0.91, 0.4], [[0.91, 0.8]], ["Solidago speciosa"], [31, 2]),
         12: Copies([]),
         2**40: Copies([1.0]),
     }

@@ -14,6 +14,7 @@ from collections import Counter
 
 from services.common.subjects import subject_context
 from services.common.verdicts import Verdict
+from services.factcheck.detectors import Signal
 from services.factcheck.detectors.planted_claim import planted_claim as planted_claim_signal
 from services.factcheck.detectors.planted_copies import planted_copies as planted_copies_signal
 from services.factcheck.rules.check import Check, Ruling, term_set, word_count
@@ -47,9 +48,75 @@ def planted_copies(c: Check, k: int) -> Ruling | None:
     ``copy_threshold`` of this one's (the index's ``copy_cosines``), not counting copies that open with
     another subject's name (``copy_subjects``) and, optionally, as a border member of such a group
     (``copy_border_threshold``): PoisonedRAG's paraphrases vouch for each other even when only one
-    reaches the results. docs/factcheck.md, rule 1 ("planted copies")."""
+    reaches the results. With ``copy_arrival``, only when the passage arrived after most of the
+    unflagged passages around it (:func:`came_with_context`); otherwise it stands, its copies named in
+    its reason. docs/factcheck.md, rule 1 ("planted copies", "arrival order")."""
+    copies = _copies(c, k)
+    if copies.score <= 0:
+        return None
+    if c.settings.copy_arrival and (came := came_with_context(c, k)) is not None:
+        c.kept[k] = f"near-copies elsewhere ({copies.evidence}), but not planted late: {came}"
+        return None
+    why = f"planted copies — {copies.evidence}{c.trust_note(k)}"
+    return Ruling(Verdict.ADVERSARIAL, copies.score, why, planted=True)
+
+
+def came_with_context(c: Check, k: int) -> str | None:
+    """Why passage ``k`` did not arrive after the documents around it, or ``None`` when it did or that
+    is not known.
+
+    A campaign is planted into a corpus that already answers the question, so its passages are written
+    after most of the honest passages that rank beside them; abstracts of one field loaded together, or
+    a handbook's pages, come in no such order. "Around it": the check's other judged passages that no
+    attack detector flags on its own, its own document and its near-copies (the group, by write order)
+    aside. The passage is late when written after at least half of them; with none to compare, or
+    without a write order (an index that does not report one), it counts as late: the rule then
+    withholds as it did before this test existed. Write order is the index's chunk sequence: a new
+    version of a document is a new arrival."""
     item, s = c.items[k], c.settings
-    copies = planted_copies_signal(
+    if item.arrival is None:
+        return None
+    group = {
+        a
+        for a, cos in zip(item.copy_arrivals or (), item.copy_cosines or (), strict=False)
+        if cos >= s.copy_threshold
+    }
+    alone = _flagged_alone(c)
+    around = [
+        a
+        for j, other in enumerate(c.items)
+        if j != k
+        and not alone[j]
+        and other.doc_id != item.doc_id
+        and (a := other.arrival) is not None
+        and a not in group
+    ]
+    before = sum(a < item.arrival for a in around)
+    if not around or 2 * before >= len(around):
+        return None
+    return f"{len(around) - before} of the {len(around)} unflagged passages around it were written after it"
+
+
+def _flagged_alone(c: Check) -> list[bool]:
+    """Per judged passage: does an attack detector of rule 1 flag it by itself (text addressed to a
+    model, a near-duplicate cluster, near-copies, the query pasted in, stuffing)? Computed once per
+    check; the arrival test compares a passage only with passages none of these flag."""
+    if c.flagged_alone is None:
+        c.flagged_alone = [
+            _copies(c, j).score > 0
+            or any(
+                rule(c, j) is not None for rule in (injection, near_duplicate_cluster, query_copy, stuffing)
+            )
+            for j in range(len(c.items))
+        ]
+    return c.flagged_alone
+
+
+def _copies(c: Check, k: int) -> Signal:
+    """The planted-copies detector on passage ``k`` (``detectors/planted_copies.py``), with the check's
+    settings."""
+    item, s = c.items[k], c.settings
+    return planted_copies_signal(
         item.copy_cosines,
         threshold=s.copy_threshold,
         min_copies=s.copy_min_docs,
@@ -60,10 +127,6 @@ def planted_copies(c: Check, k: int) -> Ruling | None:
         words=subject_context(item.text, c.query) if s.copy_subjects and item.copy_leads else None,
         island=s.copy_island_gap,
     )
-    if copies.score > 0:
-        why = f"planted copies — {copies.evidence}{c.trust_note(k)}"
-        return Ruling(Verdict.ADVERSARIAL, copies.score, why, planted=True)
-    return None
 
 
 def query_copy(c: Check, k: int) -> Ruling | None:

@@ -82,7 +82,9 @@ class Check:
     """One check in progress. ``items``/``evidence``: the judged passages; ``passages``: those, then
     their context peers (the results ranked just below), parallel to ``sim`` and ``subjects``.
     ``verdicts``: per judged passage, ``None`` while it stands. ``locked``: standing passages the LLM
-    judge called RELEVANT. ``kept``: standing passages a rule gave back, with the reason it did."""
+    judge called RELEVANT. ``kept``: standing passages a rule gave back, with the reason it did.
+    ``flagged_alone``: per judged passage, whether an attack detector of rule 1 flags it on its own (set
+    by the planted-copies rule's arrival test on first need)."""
 
     query: str
     items: Sequence[CheckInput]
@@ -99,6 +101,7 @@ class Check:
     voice: list[str] = field(default_factory=list)
     locked: set[int] = field(default_factory=set)
     kept: dict[int, str] = field(default_factory=dict)
+    flagged_alone: list[bool] | None = None
 
     @classmethod
     def open(

@@ -584,10 +584,16 @@ class ScoredChunk(_message.Message):
     JUDGEMENT_FIELD_NUMBER: _builtins.int
     VECTOR_FIELD_NUMBER: _builtins.int
     COPY_COSINES_FIELD_NUMBER: _builtins.int
+    ARRIVAL_FIELD_NUMBER: _builtins.int
     fused: _builtins.float
     """Fused score (higher is better)."""
     vector: _builtins.bytes
     """Stored embedding as packed little-endian float32, when the search asked for vectors."""
+    arrival: _builtins.int
+    """When the search asked for copy cosines (`copy_depth` > 0): the chunk's place in its index's write
+    order (larger = written later). The planted-copies rule compares it with its context's: a planted
+    group arrives after the documents it imitates (docs/factcheck.md, "arrival order").
+    """
     @_builtins.property
     def chunk(self) -> Global___Chunk:
         """The chunk."""
@@ -620,13 +626,19 @@ class ScoredChunk(_message.Message):
         judgement: Global___Judgement | None = ...,
         vector: _builtins.bytes | None = ...,
         copy_cosines: Global___CopyCosines | None = ...,
+        arrival: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_vector", b"_vector", "chunk", b"chunk", "copy_cosines", b"copy_cosines", "judgement", b"judgement", "vector", b"vector"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_arrival", b"_arrival", "_vector", b"_vector", "arrival", b"arrival", "chunk", b"chunk", "copy_cosines", b"copy_cosines", "judgement", b"judgement", "vector", b"vector"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_vector", b"_vector", "chunk", b"chunk", "copy_cosines", b"copy_cosines", "fused", b"fused", "judgement", b"judgement", "ranks", b"ranks", "scores", b"scores", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_arrival", b"_arrival", "_vector", b"_vector", "arrival", b"arrival", "chunk", b"chunk", "copy_cosines", b"copy_cosines", "fused", b"fused", "judgement", b"judgement", "ranks", b"ranks", "scores", b"scores", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__arrival: _TypeAlias = _typing.Literal["arrival"]  # noqa: Y015
+    _WhichOneofArgType__arrival: _TypeAlias = _typing.Literal["_arrival", b"_arrival"]  # noqa: Y015
     _WhichOneofReturnType__vector: _TypeAlias = _typing.Literal["vector"]  # noqa: Y015
     _WhichOneofArgType__vector: _TypeAlias = _typing.Literal["_vector", b"_vector"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__arrival) -> _WhichOneofReturnType__arrival | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__vector) -> _WhichOneofReturnType__vector | None: ...
 
 Global___ScoredChunk: _TypeAlias = ScoredChunk  # noqa: Y015
@@ -642,6 +654,7 @@ class CopyCosines(_message.Message):
     VALUES_FIELD_NUMBER: _builtins.int
     NEIGHBORS_FIELD_NUMBER: _builtins.int
     LEADS_FIELD_NUMBER: _builtins.int
+    ARRIVALS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Cosines, highest first."""
@@ -658,16 +671,23 @@ class CopyCosines(_message.Message):
         (those at or above `leads`; "" = none), which tells a template family from copies of one claim.
         """
 
+    @_builtins.property
+    def arrivals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The write order (arrival) of each of those closest chunks, parallel to `values` (larger = written
+        later); empty from an index that does not report it.
+        """
+
     def __init__(
         self,
         *,
         values: _abc.Iterable[_builtins.float] | None = ...,
         neighbors: _abc.Iterable[Global___CopyCosines] | None = ...,
         leads: _abc.Iterable[_builtins.str] | None = ...,
+        arrivals: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["leads", b"leads", "neighbors", b"neighbors", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "leads", b"leads", "neighbors", b"neighbors", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
