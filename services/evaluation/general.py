@@ -51,6 +51,7 @@ MAX_POISON = 0.10  # attacked questions with poison in the final context
 MIN_EVIDENCE_KEPT = 0.90  # attacked questions' true evidence in the top 10, against undefended
 LINKED = CorpusProfile.LINKED
 NQ = "nq_open_oracle"  # a source name: the NQ-open oracle passages as a BEIR folder (built once)
+SAMPLES = "samples"  # a source name: the repository's samples/ with its judged queries (samples_row.py)
 OFF, SEARCH, ROUTED = "search-unchecked", "search", "routed"
 
 
@@ -98,6 +99,8 @@ CLEAN_ROWS: tuple[CleanRow, ...] = (
     CleanRow("cisi", "classic_ir_beir/cisi", limit=None),
     CleanRow("cacm", "classic_ir_beir/cacm", limit=None),
     CleanRow("med", "classic_ir_beir/med", limit=None),
+    # enterprise documents of every format (policies, runbooks, specifications, memos); judged by hand
+    CleanRow("samples", SAMPLES, limit=None),
     CleanRow("scifact+copies", "scifact", split="train", copies=True),
     CleanRow("nq-oracle+copies", NQ, split="train", copies=True),
 )
@@ -148,6 +151,10 @@ def load_source(source: str, split: str, h: Harness) -> BeirDataset:
         from services.models.reranker_data import nq_as_beir
 
         return nq_as_beir(h.data_root, h.settings.data_dir / "train-cache")[0]
+    if source == SAMPLES:
+        from services.evaluation.samples_row import SAMPLES_DIR, samples_as_beir
+
+        return load_beir(samples_as_beir(SAMPLES_DIR, h.cache_root), split, name="samples")
     path = h.data_root / source
     if not path.is_dir():
         raise invalid(f"row source {path} not found; pass --data the folder holding {source.split('/')[0]}/")
