@@ -93,6 +93,10 @@ test-e2e: models triton  ## The distributed stack end to end (in a loopback-only
 test-unit: install
 	$(BIN)/pytest -q -m unit
 
+FUZZ_TIME ?= 60
+fuzz: install  ## Fuzz every parser and detector with atheris, FUZZ_TIME seconds each (reproducers in out/fuzz/)
+	$(BIN)/python -m tests.fuzz.run --all -max_total_time=$(FUZZ_TIME)
+
 proto: install  ## Regenerate the gRPC stubs in proto/gen from proto/rampart/**/*.proto (docs/grpc.md)
 	$(BIN)/python -m services.common.proto_build
 
@@ -116,4 +120,4 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) .rampart
 
-.PHONY: help system-deps install triton models run stack opensearch opensearch-build lint test test-unit test-e2e proto eval eval-general bench lock clean
+.PHONY: help system-deps install triton models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench lock clean

@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from services.common.config import CorpusSettings, GrpcServerSettings, LlmSettings, RemoteSettings
 from services.factcheck.config import FactCheckSettings
 from services.gateway.config import GatewaySettings
-from services.ingest.config import ChunkingSettings, IngestServiceSettings
+from services.ingest.config import ChunkingSettings, IngestServiceSettings, ParsingSettings
 from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.config import AnswerSettings
 from services.orchestrator.conversation.config import SessionSettings
@@ -54,6 +54,7 @@ class RampartSettings(BaseSettings):
 
     corpus: CorpusSettings = CorpusSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
+    parsing: ParsingSettings = ParsingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     index: IndexSettings = IndexSettings()
     opensearch: OpenSearchSettings = OpenSearchSettings()

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import calendar
 import html
-import re
 
 from services.common.words import SPELLED_WORD
 
-_PAREN = re.compile(r"\s*\([^)]*\)\s*$")  # "Kiss and Tell (1945 film)" -> "Kiss and Tell"
 MIN_TITLE_CHARS = 3  # shorter titles ("US", "X") are named by accident too often
 
 
@@ -24,7 +22,24 @@ def clean_title(title: str) -> str:
     """The title without a trailing parenthetical, HTML character references decoded: the name a text
     would use ("Will &amp; Grace" is named by "Will & Grace"; titles exported from web systems keep
     the escapes their pages' texts have lost)."""
-    return _PAREN.sub("", html.unescape(title)).strip()
+    return _drop_trailing_parenthetical(html.unescape(title)).strip()
+
+
+def _drop_trailing_parenthetical(text: str) -> str:
+    r"""``text`` without a final ``(…)`` and the white space around it: "Kiss and Tell (1945 film)" ->
+    "Kiss and Tell". The parenthetical opens at the first "(" after the ")" before the last one, as the
+    regex ``\s*\([^)]*\)\s*$`` removed it; a scan rather than that regex, which tried every "(" and
+    white space character as a start and rescanned the rest from each (100,000 "(" took 7 s)."""
+    end = len(text.rstrip())
+    if end == 0 or text[end - 1] != ")":
+        return text
+    opening = text.find("(", text.rfind(")", 0, end - 1) + 1, end - 1)
+    if opening < 0:
+        return text
+    start = opening
+    while start > 0 and text[start - 1].isspace():
+        start -= 1
+    return text[:start]
 
 
 def spelled(text: str) -> str:

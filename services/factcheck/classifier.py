@@ -3,8 +3,8 @@
 The rules are functions of :mod:`services.factcheck.rules`, each saying why it exists and where
 docs/factcheck.md ("The rules") describes it; :func:`decide` applies them in this order:
 
-1. **ADVERSARIAL / COUNTERFACTUAL**, per passage, first match wins (:data:`PASSAGE_RULES`): text
-   addressed to a model, a near-duplicate cluster, planted copies, the query pasted in, keyword
+1. **ADVERSARIAL / COUNTERFACTUAL**, per passage, first match wins (:data:`PASSAGE_RULES`): a
+   passage whose detectors ran past their time budget, text addressed to a model, a near-duplicate cluster, planted copies, the query pasted in, keyword
    stuffing; a passage framing its claim as contrary to fact is COUNTERFACTUAL.
 2. **IRRELEVANT**, per passage: with an LLM judge its verdict replaces rules 2-4 (a passage it calls
    RELEVANT stands, locked); otherwise both the calibrated reranker and the sentence strips say so.
@@ -34,6 +34,7 @@ SetRule = Callable[[Check], None]
 
 # Rules 1 and 2 on each passage, in order: the first that rules decides it.
 PASSAGE_RULES: tuple[PassageRule, ...] = (
+    adversarial.overrun,
     adversarial.injection,
     adversarial.near_duplicate_cluster,
     adversarial.planted_copies,

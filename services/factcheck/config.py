@@ -154,6 +154,14 @@ class FactCheckSettings(BaseModel):
         default=3000, ge=10, description="Past it, results pass unverified with 'factcheck' in degraded"
     )
     workers: int = Field(default=4, ge=1, le=64, description="In-process thread pool size")
+    detector_budget_ms: float = Field(
+        default=250.0,
+        ge=0.0,
+        le=60_000.0,
+        description="CPU time the detectors may take on one passage (~1 ms for a chunk, under 60 ms for "
+        "20,000 characters): past it the rest are skipped and the passage is ADVERSARIAL (overrun); 0 = no "
+        "budget (docs/security.md, Bounded time)",
+    )
     injection_threshold: float = Field(
         default=1.0, ge=0.0, le=1.0, description="Prompt-injection score that makes a passage ADVERSARIAL"
     )

@@ -9,7 +9,8 @@ happens afterwards in :mod:`services.factcheck.classifier`, on the caller's side
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,6 +19,7 @@ from pydantic import BaseModel, Field
 from services.common.verdicts import Verdict
 from services.common.words import terms
 from services.factcheck.config import FactCheckSettings
+from services.factcheck.detectors import Signal
 from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
 from services.factcheck.detectors.query_copy import detect_query_copy
@@ -150,6 +152,65 @@ def strip_coverage(query: str, title: str, text: str) -> tuple[float, str]:
     return best, best_strip
 
 
+# The detectors in the order they run, each giving (score, note) for (query, item, bounded text, settings);
+# "coverage" is the best strip's query coverage (its note: the strip).
+_Detector = Callable[[str, "CheckInput", str, FactCheckSettings], tuple[float, str]]
+
+
+def _signal(signal: Signal) -> tuple[float, str]:
+    return signal.score, signal.evidence
+
+
+def _coverage(query: str, item: CheckInput, text: str, _: FactCheckSettings) -> tuple[float, str]:
+    cov, strip = strip_coverage(query, item.title, text)
+    return round(cov, 4), strip[:200]
+
+
+DETECTORS: dict[str, _Detector] = {
+    "injection": lambda _q, _i, text, _s: _signal(detect_injection(text)),
+    "query_copy": lambda query, _i, text, _s: _signal(detect_query_copy(query, text)),
+    "stuffing": lambda query, _i, text, _s: _signal(detect_stuffing(query, text)),
+    "framing": lambda _q, _i, text, _s: _signal(detect_framing(text)),
+    "untrusted": lambda _q, item, _t, s: _signal(
+        detect_untrusted(item.source, item.metadata, s.untrusted_sources)
+    ),
+    "coverage": _coverage,
+}
+OVERRUN = "overrun"  # the signal of a passage whose detectors ran past detector_budget_ms
+
+
+def detect(
+    query: str, item: CheckInput, text: str, settings: FactCheckSettings
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Every detector's signal and note for one passage (``text``: its :func:`bounded_text`), within
+    ``settings.detector_budget_ms`` of this thread's CPU time (not wall time: a loaded machine slows
+    every passage alike and must not make ordinary ones look hostile): the clock is read after each
+    detector, and past the budget the rest do not run (their signals are 0) and ``signals["overrun"]``
+    is 1 with the reason, which rule 1 makes ADVERSARIAL. Each detector is linear in the text
+    (tests/unit/test_bounded_time.py) and the text is at most :data:`MAX_CHARS`, so one detector's run
+    is short (under 25 ms at 20,000 characters) and the budget bounds the passage's time
+    (docs/security.md, "Bounded time")."""
+    budget_s = settings.detector_budget_ms / 1000
+    started = time.thread_time()
+    signals: dict[str, float] = dict.fromkeys(DETECTORS, 0.0)
+    notes: dict[str, str] = {}
+    for name, run in DETECTORS.items():
+        score, note = run(query, item, text, settings)
+        signals[name] = score
+        if note:
+            notes[name] = note
+        elapsed = time.thread_time() - started
+        if budget_s and elapsed > budget_s and name != next(reversed(DETECTORS)):
+            signals[OVERRUN] = 1.0
+            notes[OVERRUN] = (
+                f"the detectors ran {elapsed * 1000:.0f} ms of CPU, past their budget of "
+                f"{settings.detector_budget_ms:g} ms (RAMPART_FACTCHECK__DETECTOR_BUDGET_MS), and stopped "
+                f"after {name!r}: a passage shaped to stall them"
+            )
+            break
+    return signals, notes
+
+
 def gather_evidence(
     query: str,
     items: Sequence[CheckInput],
@@ -177,32 +238,7 @@ def gather_evidence(
     )
     out = []
     for item, text, vec, said in zip(items, texts, vectors, llm, strict=True):
-        inj = detect_injection(text)
-        copy = detect_query_copy(query, text)
-        stuff = detect_stuffing(query, text)
-        frame = detect_framing(text)
-        trust = detect_untrusted(item.source, item.metadata, settings.untrusted_sources)
-        cov, strip = strip_coverage(query, item.title, text)
-        signals = {
-            "injection": inj.score,
-            "query_copy": copy.score,
-            "stuffing": stuff.score,
-            "framing": frame.score,
-            "untrusted": trust.score,
-            "coverage": round(cov, 4),
-        }
-        notes = {
-            k: v
-            for k, v in {
-                "injection": inj.evidence,
-                "query_copy": copy.evidence,
-                "stuffing": stuff.evidence,
-                "framing": frame.evidence,
-                "untrusted": trust.evidence,
-                "coverage": strip[:200],
-            }.items()
-            if v
-        }
+        signals, notes = detect(query, item, text, settings)
         out.append(
             Evidence(
                 chunk_id=item.chunk_id,

@@ -1,5 +1,6 @@
 """Settings of the ingest stage: how documents are cut into chunks and the ingest gRPC service.
 
+- :class:`ParsingSettings` (``parsing``): the per-document time budget of parsing;
 - :class:`ChunkingSettings` (``chunking``): read by :func:`~services.ingest.chunker.build_chunker` and
   the chunkers;
 - :class:`IngestServiceSettings` (``ingest_service``): the ingest service's server and its journal
@@ -14,6 +15,17 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from services.common.config import GrpcServerSettings
+
+
+class ParsingSettings(BaseModel):
+    timeout_s: float = Field(
+        default=60.0,
+        ge=0.0,
+        le=3600.0,
+        description="Wall-clock budget to parse one document: past it the parser process is killed and the "
+        "document reported failed (deadline_exceeded); 0 parses in the ingesting process, unbounded "
+        "(docs/security.md, Bounded time)",
+    )
 
 
 class ChunkingSettings(BaseModel):

@@ -49,7 +49,11 @@ _LIST_MARKER = re.compile(rf"{_MARKER}(?= )")  # the marker at the start of a no
 _TABLE_ROW = re.compile(r"\t|\s\|\s|^\s*\|")  # tab- or pipe-separated columns
 _FINAL_PUNCT = re.compile(r"[.!?…:;]['\"”’)\]]*\s*$")
 # Candidate sentence end: terminal punctuation, optional closing quotes/brackets, then white space.
-_CANDIDATE = re.compile(r"([.!?…]+)['\"”’)\]]*(?=\s)")
+# Linear on any input: a candidate starts only where a run of punctuation starts (the look-behind), and
+# the possessive quantifiers never give back what they took (the classes are disjoint from each other
+# and from white space, so giving back could not help). Without them a run of n dots with no space
+# after it was rescanned from each of its n positions: 40,000 dots took 19 s.
+_CANDIDATE = re.compile(r"(?<![.!?…])([.!?…]++)['\"”’)\]]*+(?=\s)")
 _OPENERS = "\"'“‘([{"
 
 

@@ -72,6 +72,7 @@ class IngestApp:
                 settings.chunking,
                 max_document_bytes=settings.gateway.max_document_bytes,
                 claim_vectors=settings.index.claim_vectors,
+                parsing=settings.parsing,
             ),
             self.journal,
             retry_max_s=cfg.retry_max_s,
@@ -144,6 +145,7 @@ async def serve(settings: RampartSettings) -> None:
         index.close()
         raise
     app.server.on_stop(index.close)
+    app.server.on_stop(app.durable.service.close)  # the parser process
     await app.start()
     try:
         await app.server.serve_until_signal()

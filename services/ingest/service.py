@@ -3,7 +3,9 @@
 Idempotent by ``(id, version)``: the same version with the same content is ``unchanged``; the same
 version with different content is a conflict (bump the version); a lower version is ``stale``.
 Every document accepted ends ``indexed`` or ``failed`` with a reason — per document, so one bad
-file never sinks its batch.
+file never sinks its batch. Parsing runs in a child process under a per-document time budget
+(``parsing.timeout_s``, :mod:`services.ingest.parsing.isolated`): a document past it fails with
+``deadline_exceeded``, and its failure is recorded like any other, so a restart never parses it again.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.tracing import stage_span
 from services.common.types import Chunk, Document, DocumentState, ParsedDocument
 from services.ingest.chunker import Chunker, build_chunker
-from services.ingest.config import ChunkingSettings
+from services.ingest.config import ChunkingSettings, ParsingSettings
 from services.ingest.parsing import parse_bytes, parse_text
+from services.ingest.parsing.isolated import IsolatedParser
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedder import Embedder
 from services.retrieval.index import SearchIndex
@@ -74,12 +77,16 @@ class IngestService:
         *,
         max_document_bytes: int,
         claim_vectors: bool = True,
+        parse_timeout_s: float = ParsingSettings().timeout_s,
     ) -> None:
+        """``parse_timeout_s``: the parsing budget per document (``parsing.timeout_s``); 0 parses in this
+        process, without a bound."""
         self.index = index
         self.embedder = embedder
         self.chunker = chunker
         self.max_document_bytes = max_document_bytes
         self.claim_vectors = claim_vectors
+        self._parser = IsolatedParser(parse_timeout_s) if parse_timeout_s > 0 else None
         # One batch at a time: the version check and the write must not interleave with another
         # batch's (v3 then v2 must never end with v2). Embedding saturates the cores anyway;
         # searches never take this lock.
@@ -94,9 +101,11 @@ class IngestService:
         *,
         max_document_bytes: int,
         claim_vectors: bool,
+        parsing: ParsingSettings | None = None,
     ) -> IngestService:
-        """The one way to build the service: the chunker from ``chunking``; the document limit the
-        gateway enforces (``gateway.max_document_bytes``) and whether the index keeps claim vectors
+        """The one way to build the service: the chunker from ``chunking``, the parsing budget from
+        ``parsing`` (default: its defaults); the document limit the gateway enforces
+        (``gateway.max_document_bytes``) and whether the index keeps claim vectors
         (``index.claim_vectors``) come as values, set in those stages' settings."""
         return cls(
             index,
@@ -104,7 +113,13 @@ class IngestService:
             build_chunker(settings, embedder),
             max_document_bytes=max_document_bytes,
             claim_vectors=claim_vectors,
+            parse_timeout_s=(parsing or ParsingSettings()).timeout_s,
         )
+
+    def close(self) -> None:
+        """Stop the parser process (the index is closed by whoever opened it)."""
+        if self._parser is not None:
+            self._parser.close()
 
     def ingest(
         self,
@@ -261,9 +276,16 @@ class IngestService:
 
     def _parse(self, doc: Document) -> ParsedDocument:
         payload = doc.payload()
-        if isinstance(payload, str):
-            return parse_text(payload, doc.content_type or "text/plain")
-        return parse_bytes(payload, filename=doc.source or None, content_type=doc.content_type)
+        with stage_span("rampart.ingest.parse", isolated=self._parser is not None):
+            if self._parser is not None:
+                if isinstance(payload, str):
+                    return self._parser.parse_text(payload, doc.content_type or "text/plain")
+                return self._parser.parse_bytes(
+                    payload, filename=doc.source or None, content_type=doc.content_type
+                )
+            if isinstance(payload, str):
+                return parse_text(payload, doc.content_type or "text/plain")
+            return parse_bytes(payload, filename=doc.source or None, content_type=doc.content_type)
 
     def _embed_and_write(self, writes: list[tuple[int, Document, list[Chunk], str]]) -> None:
         flat = [c for _, _, chunks, _ in writes for c in chunks]

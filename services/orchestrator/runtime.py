@@ -122,6 +122,7 @@ class Runtime:
             settings.chunking,
             max_document_bytes=settings.gateway.max_document_bytes,
             claim_vectors=settings.index.claim_vectors,
+            parsing=settings.parsing,
         )
         cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
         checker = build_fact_checker(
@@ -159,6 +160,7 @@ class Runtime:
             self._orchestrator.close()
         if self.fact_checker is not None:
             self.fact_checker.close()
+        self.ingest.close()
         self.index.close()
         self.search.retriever.close()
         if self.reranker is not None and self.owns_reranker:

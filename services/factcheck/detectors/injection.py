@@ -4,11 +4,16 @@ Why patterns and not a model: no pretrained injection classifier is available of
 phrases attackers use are few and stable ("ignore previous instructions", role play, "do not mention",
 tool or exfiltration requests). Each family adds weight; one strong family is enough to flag, a
 weak one (e.g. "respond with") alone is not, because ordinary how-to pages say such things too.
+
+Every family runs in time linear in the text (``tests/unit/test_bounded_time.py``): repetition is
+bounded ({0,40}) or anchored where it cannot restart, and the one shape a regex cannot search in linear
+time, a Markdown image whose URL carries a query string, is found by :func:`_image_with_query`, a scan.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from services.factcheck.detectors import Signal
 
@@ -41,7 +46,7 @@ PATTERNS: list[tuple[str, float, re.Pattern[str]]] = [
         1.0,
         re.compile(
             r"<\|?(im_start|im_end|system|endoftext|eot_id|start_header_id)\|?>|\[/?INST\]|<<SYS>>|"
-            r"^\s*#{2,}\s*(system|instruction|new instructions)\b|^\s*(system|assistant)\s*:",
+            r"^[^\S\n]*#{2,}\s*(system|instruction|new instructions)\b|^[^\S\n]*(system|assistant)\s*:",
             _FLAGS | re.MULTILINE,
         ),
     ),
@@ -78,20 +83,81 @@ PATTERNS: list[tuple[str, float, re.Pattern[str]]] = [
         re.compile(
             r"\b(send|forward|email|post|upload|submit)\b[^.\n]{0,40}\b(password|passcode|mfa|2fa|otp|"
             r"one-time code|credentials?|api key|token|secret)s?\b|"
-            r"\b(call|invoke|execute|run)\s+(the\s+)?(function|tool|command|shell|script)\b|"
-            r"!\[[^\]]*\]\(https?://[^)]*\?[^)]*=",
+            r"\b(call|invoke|execute|run)\s+(the\s+)?(function|tool|command|shell|script)\b",
             _FLAGS,
         ),
     ),
+]
+# The third exfiltration shape, a Markdown image whose URL sends data in its query string
+# ("![x](https://evil.example/p?d=..."): the tokens :func:`_image_with_query` reads. It was the regex
+# ``!\[[^\]]*\]\(https?://[^)]*\?[^)]*=``, which backtracked over every "![", "?" and "=": cubic,
+# 14 s on a 20,000-character passage.
+_IMAGE_TOKENS = re.compile(r"!\[|\]\(https?://|[\])?=]", _FLAGS)
+
+
+def _image_with_query(text: str) -> tuple[int, int] | None:
+    """Span of the first Markdown image whose ``http(s)://`` URL has a "?" and then a "=" before its ")"
+    (through the URL's last "=", as the old regex matched it), in one pass over the tokens.
+
+    An image's alt text runs to the first "]", so every "![" before that "]" shares its fate: only the
+    first counts (``opened``). While inside a URL, a later image that also gets there ends at the same
+    ")" and cannot succeed where this one fails, nor come first: it is ignored; an image opened inside
+    the URL whose "]" comes after that ")" is still counted."""
+    opened: int | None = None  # the first "![" not yet closed by a "]"
+    url_of: int | None = None  # the image whose URL we are in
+    asked = False  # a "?" seen in that URL
+    last_eq: int | None = None  # end of its last "=" after a "?"
+    for tok in _IMAGE_TOKENS.finditer(text):
+        kind = tok.group(0)
+        if kind == "![":
+            opened = tok.start() if opened is None else opened
+        elif kind[0] == "]":
+            if len(kind) > 1 and opened is not None and url_of is None:
+                url_of, asked, last_eq = opened, False, None
+            opened = None
+        elif url_of is not None:
+            if kind == ")":
+                if last_eq is not None:
+                    return url_of, last_eq
+                url_of = None
+            elif kind == "?":
+                asked = True
+            elif asked:  # "="
+                last_eq = tok.end()
+    return (url_of, last_eq) if url_of is not None and last_eq is not None else None
+
+
+def _exfiltration(text: str) -> str | None:
+    """The exfiltration family: its regex, or an image URL with a query string, whichever comes first."""
+    m = _EXFILTRATION.search(text)
+    image = _image_with_query(text)
+    if image is not None and (m is None or image[0] < m.start()):
+        return text[image[0] : image[1]]
+    return m.group(0) if m else None
+
+
+def _finder(pattern: re.Pattern[str]) -> Callable[[str], str | None]:
+    def find(text: str) -> str | None:
+        m = pattern.search(text)
+        return m.group(0) if m else None
+
+    return find
+
+
+_EXFILTRATION = PATTERNS[-1][2]
+# (family, weight, the first match's text or None), as detect_injection applies them.
+FINDERS: list[tuple[str, float, Callable[[str], str | None]]] = [
+    (family, weight, _exfiltration if pattern is _EXFILTRATION else _finder(pattern))
+    for family, weight, pattern in PATTERNS
 ]
 
 
 def detect_injection(text: str) -> Signal:
     """Score = sum of the weights of the pattern families found (capped at 1); evidence = the matches."""
     total, found = 0.0, []
-    for family, weight, pattern in PATTERNS:
-        m = pattern.search(text)
-        if m:
+    for family, weight, find in FINDERS:
+        match = find(text)
+        if match is not None:
             total += weight
-            found.append(f"{family}: {m.group(0).strip()[:80]!r}")
+            found.append(f"{family}: {match.strip()[:80]!r}")
     return Signal(min(1.0, total), "; ".join(found))

@@ -20,6 +20,16 @@ from services.factcheck.detectors.planted_copies import planted_copies as plante
 from services.factcheck.rules.check import Check, Ruling, term_set, word_count
 
 
+def overrun(c: Check, k: int) -> Ruling | None:
+    """The detectors ran past ``detector_budget_ms`` on this passage and stopped (``evidence.detect``):
+    its other signals are incomplete, and a text that stalls linear-time detectors was written to.
+    docs/security.md ("Bounded time")."""
+    ev = c.evidence[k]
+    if ev.signals.get("overrun", 0.0) > 0:
+        return Ruling(Verdict.ADVERSARIAL, 1.0, f"detectors over budget — {ev.notes.get('overrun', '')}")
+    return None
+
+
 def injection(c: Check, k: int) -> Ruling | None:
     """Text addressed to a model (override phrases, notes for AI assistants, chat markup, answer
     steering; ``detectors/injection.py``): a retrieved passage that gives orders is an attack whatever

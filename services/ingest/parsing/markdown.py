@@ -19,7 +19,9 @@ from services.ingest.parsing.html import html_fragment_text
 CONTENT_TYPE = "text/markdown"
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
-_FM_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
+# The value: first to last non-space character of its line. Was ``(.+?)\s*$``, quadratic in a run of
+# spaces inside the value (the lazy group retried the rest of the run at each of its characters).
+_FM_TITLE = re.compile(r"^title\s*:\s*(\S(?:[^\n]*\S)?)", re.MULTILINE | re.IGNORECASE)
 _SKIP_INLINE = re.compile(r"^<(script|style|noscript|template|iframe|svg|object|embed)\b[^>]*(?<!/)>$", re.I)
 _BR = re.compile(r"^<br\b", re.IGNORECASE)
 

@@ -32,9 +32,12 @@ _DEMONSTRATIVE = re.compile(
     r"product|project|team|organisation|organization|document|policy|paper|study)\b",
     re.IGNORECASE,
 )
-_ELLIPSIS = re.compile(
-    r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(.+?)\s*\??\s*$|^\s*and\s+(.+?)\s*\?\s*$", re.I
-)
+# An ellipsis: "what/how about <part>[?]" (optionally after "and"), or "and <part>?". The openings;
+# the part is cut by :func:`_lazy_part`. (One regex, ``^\s*(?:and\s+)?(?:what|how)\s+about\s+(.+?)\s*
+# \??\s*$|^\s*and\s+(.+?)\s*\?\s*$``, took cubic time in a run of spaces: 7.5 s on a 2,000-character
+# query, the longest the gateway takes.)
+_ABOUT = re.compile(r"\s*+(?:and\s++)?(?:what|how)\s++about", re.I)
+_AND = re.compile(r"\s*+and", re.I)
 _YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
 # "And how is X handled?" is a new question after a connective, not an ellipsis of the last one
 _QUESTION_START = re.compile(
@@ -92,12 +95,12 @@ class ConversationalRewriter:
     # ---- rules -----------------------------------------------------------------------------------
     def _rules(self, query: str, history: Sequence[str], graph: FactGraph) -> Rewrite:
         previous = history[-1]
-        m = _ELLIPSIS.match(query)
-        if m and m.group(2) and _new_question(m.group(2).strip()):
-            rest = m.group(2).strip()
+        m = ellipsis(query)
+        if m and m[1] and _new_question(m[1].strip()):
+            rest = m[1].strip()
             query, m = f"{rest[:1].upper()}{rest[1:]}?", None  # "And how is sick leave handled?"
         if m:
-            return self._ellipsis((m.group(1) or m.group(2)).strip(), previous)
+            return self._ellipsis((m[0] or m[1] or "").strip(), previous)
         own = mentions(query)
         ranked = graph.ranked(own, lambda names: self._similarity(query, names), self.alpha)
         own_keys = {entity_key(e) for e in own}
@@ -194,6 +197,48 @@ class ConversationalRewriter:
             )
             return None
         return Rewrite(" ".join(text.split()), "llm")
+
+
+def ellipsis(query: str) -> tuple[str | None, str | None] | None:
+    """The new part of an elliptical follow-up, as ``(part, None)`` for "[and] what/how about <part>[?]"
+    and ``(None, part)`` for "and <part>?"; ``None`` for any other query. Parts are unstripped."""
+    about = _ABOUT.match(query)
+    if about is not None:
+        part = _lazy_part(query[about.end() :], mark=False)
+        if part is not None:
+            return part, None
+    opening = _AND.match(query)
+    if opening is not None:
+        part = _lazy_part(query[opening.end() :], mark=True)
+        if part is not None:
+            return None, part
+    return None
+
+
+def _lazy_part(rest: str, *, mark: bool) -> str | None:
+    r"""What the regex ``\s+(.+?)\s*\??\s*$`` (``mark``: ``\s+(.+?)\s*\?\s*$``) captures of ``rest``, or
+    ``None`` where it does not match, in linear time: the part ends where the longest tail of white
+    space, "?" and white space (``mark``: with the "?") begins, and starts after the white space, or,
+    when nothing else is left, is one white space character; it holds no line break (``.``)."""
+    spaces = len(rest) - len(rest.lstrip())
+    trimmed = rest.rstrip()
+    if trimmed.endswith("?"):
+        mark_at = len(trimmed) - 1
+        tail = len(trimmed[:-1].rstrip())
+    elif mark:
+        return None
+    else:
+        mark_at, tail = len(rest), len(trimmed)
+    limit = mark_at if mark else len(rest)  # the part ends at or before this
+    for start in range(spaces, 0, -1):  # the regex gives back white space one character at a time
+        end = max(start + 1, tail)
+        if end > limit:
+            continue
+        if "\n" not in rest[start:end]:
+            return rest[start:end]
+        if end > start + 1:
+            return None  # every earlier start keeps this stretch and its line break
+    return None
 
 
 def _content_runs(text: str) -> list[tuple[int, int]]:

@@ -41,7 +41,7 @@ _DEMONSTRATIVES = re.compile(
     r"\b(?:this|that|these|those)\s+(?:one|ones|guy|person|place|film|movie|book|band|team|city|country|"
     r"company|album|song|show|year|time)\b|\bthe\s+(?:first|second|third|last|other|latter|former|same)"
     r"(?:\s+(?:one|ones))?\b|\b(?:the latter|the former|both of them|either of them|that|this|those|these|"
-    r"there|then)\s*[?.!]?\s*$",
+    r"there|then)\s*+[?.!]?\s*+$",  # possessive: no give-back between the two runs of white space
 )
 _LEADING = re.compile(
     r"^\s*(?:and|also|but|so|then|or|what about|how about|and what about|what else|anything else|"
@@ -53,7 +53,10 @@ _COMPARATIVES = _set("""more less most least older younger oldest youngest earli
     smaller largest smallest bigger biggest longer shorter longest shortest higher lower highest lowest
     same different than before after further farther closer""")
 _RELATIVES = _set("who whom whose which that where when")
-_ENTITY = re.compile(r"(?<![.?!]\s)(?<!^)\b[A-Z][\w'’.-]*(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'’.-]*)*")
+# possessive white space: "\s+(?:of|…)?\s*" split a run of spaces every way before failing (quadratic)
+_ENTITY = re.compile(
+    r"(?<![.?!]\s)(?<!^)\b[A-Z][\w'’.-]*+(?:\s++(?:(?:of|the|de|and|&)\s*+)?[A-Z][\w'’.-]*+)*"
+)
 _QUOTED = re.compile(r"[\"“”][^\"“”]{1,80}[\"“”]")
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 
