@@ -108,14 +108,15 @@ def came_with_context(c: Check, k: int) -> str | None:
 
 
 def _flagged_alone(c: Check) -> list[bool]:
-    """Per judged passage: does an attack detector of rule 1 flag it by itself (text addressed to a
-    model, a near-duplicate cluster, near-copies, the query pasted in, stuffing)? Computed once per
+    """Per judged passage: does an attack detector of rule 1 flag it by itself (detectors over budget,
+    text addressed to a model, a near-duplicate cluster, near-copies, the query pasted in, stuffing)? Computed once per
     check; the arrival test compares a passage only with passages none of these flag."""
     if c.flagged_alone is None:
         c.flagged_alone = [
             _copies(c, j).score > 0
             or any(
-                rule(c, j) is not None for rule in (injection, near_duplicate_cluster, query_copy, stuffing)
+                rule(c, j) is not None
+                for rule in (overrun, injection, near_duplicate_cluster, query_copy, stuffing)
             )
             for j in range(len(c.items))
         ]
