@@ -136,7 +136,13 @@ class IsolatedParser:
 
     def _lost(self, answered: bool, elapsed: float) -> None:
         """Stop the child (killed past the budget, or dead) and raise the document's failure."""
-        exit_code = self._child.proc.poll() if self._child is not None else None
+        exit_code = None
+        if self._child is not None and answered:
+            # the pipe closes as the child dies, a moment before the kernel has its exit status
+            try:
+                exit_code = self._child.proc.wait(_REAP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                exit_code = None
         self._stop()
         self.restarts += 1
         if not answered:
@@ -177,6 +183,7 @@ class IsolatedParser:
 
 
 _START_TIMEOUT_S = 60.0
+_REAP_TIMEOUT_S = 5.0  # how long a dead child's exit status may take to be known
 
 
 def main(argv: list[str]) -> int:
