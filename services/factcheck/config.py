@@ -211,14 +211,14 @@ class FactCheckSettings(BaseModel):
         "least this far (claim cosine) below the group's farthest member. Planted paraphrases form an "
         "island; documents on one subject (abstracts of one field) a continuum; 0 = off",
     )
-    copy_arrival: bool = Field(
+    arrival_order: bool = Field(
         default=True,
-        description="Planted copies must have arrived late: a passage with near-copies is withheld only when "
-        "the index wrote it after at least half of the passages of its check that no attack rule flags "
-        "(its own copies and document aside); one that came with the documents around it (abstracts of one "
-        "field loaded together) stays, its copies noted in its reason. A campaign is planted into a corpus "
-        "that exists; passages without a known write order are withheld as before (docs/factcheck.md, "
-        "'arrival order')",
+        description="Planted groups must have arrived late: a passage with near-copies in the corpus, or one of "
+        "a near-duplicate cluster in the results, is withheld only when the index wrote it after at least "
+        "half of the passages of its check that no attack rule flags (its own copies and document aside); "
+        "one that came with the documents around it (abstracts of one field loaded together) stays, its "
+        "copies or cluster noted in its reason. A campaign is planted into a corpus that exists; passages "
+        "without a known write order are withheld as before (docs/factcheck.md, 'arrival order')",
     )
     copy_subjects: bool = Field(
         default=True,

@@ -170,8 +170,33 @@ def test_planted_copies_are_withheld_only_when_they_arrived_after_the_passages_a
     # unknown write order, nothing to compare, or the test off: withheld as before
     assert judge([item("p", near, copy_cosines=[0.93, 0.88]), *around])[0].verdict is Verdict.ADVERSARIAL
     assert judge([passage(11)])[0].verdict is Verdict.ADVERSARIAL
-    off = FactCheckSettings(copy_arrival=False)
+    off = FactCheckSettings(arrival_order=False)
     assert judge([passage(11), *around], off)[0].verdict is Verdict.ADVERSARIAL
+
+
+def test_a_cluster_that_came_with_the_corpus_stands_and_one_planted_late_is_withheld() -> None:
+    para = [
+        "Laleli Mosque and Esma Sultan Mansion are located in the same neighborhood of Fatih, Istanbul.",
+        "The Laleli Mosque and the Esma Sultan Mansion are both located in the same Fatih neighborhood.",
+        "Esma Sultan Mansion and Laleli Mosque: located in one neighborhood, Fatih, in Istanbul.",
+    ]
+    honest = ["The palace was built in 1875.", "Ortaköy lies on the Bosphorus.", "A sultan commissioned it."]
+    around = [item(f"honest{i}", t, arrival=10 + i) for i, t in enumerate(honest)]
+    three = FactCheckSettings(duplicate_min_docs=3)
+    early = judge([*(item(f"c{i}", t, arrival=i) for i, t in enumerate(para)), *around], three)
+    assert [j.verdict for j in early] == [Verdict.RELEVANT] * 6
+    assert early[0].reason.startswith("one of 3 documents with near-identical content")
+    assert (
+        "but not planted late: 3 of the 3 unflagged passages around it were written after it"
+        in early[0].reason
+    )
+    late = judge([*(item(f"c{i}", t, arrival=100 + i) for i, t in enumerate(para)), *around], three)
+    assert [j.verdict for j in late] == [Verdict.ADVERSARIAL] * 3 + [Verdict.RELEVANT] * 3
+    off = judge(
+        [*(item(f"c{i}", t, arrival=i) for i, t in enumerate(para)), *around],
+        FactCheckSettings(duplicate_min_docs=3, arrival_order=False),
+    )
+    assert [j.verdict for j in off][:3] == [Verdict.ADVERSARIAL] * 3
 
 
 def test_pasted_copies_of_one_text_are_not_a_campaign() -> None:

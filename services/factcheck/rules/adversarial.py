@@ -45,12 +45,18 @@ def near_duplicate_cluster(c: Check, k: int) -> Ruling | None:
     """One of a dense group of passages from ``duplicate_min_docs`` or more different documents
     (TrustRAG's signal, ``detectors/near_duplicates.py``; the context peers count as members, and with
     ``title_links`` two passages each about its own titled subject never count for each other):
-    independent documents rarely paraphrase one another that closely, planted ones do.
-    docs/factcheck.md, rule 1 ("near-duplicate cluster")."""
+    independent documents rarely paraphrase one another that closely, planted ones do. With
+    ``arrival_order``, only when the passage arrived after most of the unflagged passages around it
+    (:func:`came_with_context`): a corpus's own redundancy (several sources on one fact, loaded with the
+    rest) stands, its cluster named in its reason. docs/factcheck.md, rule 1 ("near-duplicate cluster",
+    "arrival order")."""
     cluster = c.clusters[k]
-    if cluster.score > 0:
-        return Ruling(Verdict.ADVERSARIAL, cluster.score, cluster.evidence + c.trust_note(k), planted=True)
-    return None
+    if cluster.score <= 0:
+        return None
+    if c.settings.arrival_order and (came := came_with_context(c, k)) is not None:
+        c.kept[k] = f"{cluster.evidence}, but not planted late: {came}"
+        return None
+    return Ruling(Verdict.ADVERSARIAL, cluster.score, cluster.evidence + c.trust_note(k), planted=True)
 
 
 def planted_copies(c: Check, k: int) -> Ruling | None:
@@ -58,13 +64,13 @@ def planted_copies(c: Check, k: int) -> Ruling | None:
     ``copy_threshold`` of this one's (the index's ``copy_cosines``), not counting copies that open with
     another subject's name (``copy_subjects``) and, optionally, as a border member of such a group
     (``copy_border_threshold``): PoisonedRAG's paraphrases vouch for each other even when only one
-    reaches the results. With ``copy_arrival``, only when the passage arrived after most of the
+    reaches the results. With ``arrival_order``, only when the passage arrived after most of the
     unflagged passages around it (:func:`came_with_context`); otherwise it stands, its copies named in
     its reason. docs/factcheck.md, rule 1 ("planted copies", "arrival order")."""
     copies = _copies(c, k)
     if copies.score <= 0:
         return None
-    if c.settings.copy_arrival and (came := came_with_context(c, k)) is not None:
+    if c.settings.arrival_order and (came := came_with_context(c, k)) is not None:
         c.kept[k] = f"near-copies elsewhere ({copies.evidence}), but not planted late: {came}"
         return None
     why = f"planted copies — {copies.evidence}{c.trust_note(k)}"
@@ -114,10 +120,8 @@ def _flagged_alone(c: Check) -> list[bool]:
     if c.flagged_alone is None:
         c.flagged_alone = [
             _copies(c, j).score > 0
-            or any(
-                rule(c, j) is not None
-                for rule in (overrun, injection, near_duplicate_cluster, query_copy, stuffing)
-            )
+            or c.clusters[j].score > 0
+            or any(rule(c, j) is not None for rule in (overrun, injection, query_copy, stuffing))
             for j in range(len(c.items))
         ]
     return c.flagged_alone
