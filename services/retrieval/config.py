@@ -112,6 +112,13 @@ class OpenSearchSettings(BaseModel):
         default=3, ge=0, le=10, description="Retries of idempotent requests on 429, 5xx and lost connections"
     )
     backoff_s: float = Field(default=0.2, ge=0, le=30, description="First retry delay; doubles per retry")
+    write_lease_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Least time a write (and ingest's pending mark before it) holds its documents: another "
+        "host repairs what a crashed writer left only after it (the lease also covers the write's requests "
+        "at their timeout and retries); a writer on this host is repaired as soon as its process is gone",
+    )
     username: str | None = Field(default=None, description="Basic-auth user (a secured cluster)")
     password: SecretStr | None = Field(default=None, description="Basic-auth password")
     ca_certs: Path | None = Field(default=None, description="CA bundle for an https URL")

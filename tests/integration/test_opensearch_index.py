@@ -21,6 +21,7 @@ from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite
 from services.retrieval.index import SearchIndex, open_index
 from services.retrieval.opensearch_index import OpenSearchIndex
+from services.retrieval.opensearch_layout import SCHEMA_VERSION
 from services.retrieval.opensearch_node import OpenSearchNode
 from services.retrieval.opensearch_transport import BULK_ACTIONS
 from tests.contracts.search_index import ALICE, DIM, SearchIndexContract, doc, ids
@@ -74,7 +75,7 @@ def test_unreachable_node_names_the_url_and_the_command() -> None:
 def test_mapping_of_another_version_points_to_migrate(opensearch: OpenSearchNode, prefix: str) -> None:
     ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
     try:  # an index as an older Rampart would have left it: layout version 0 behind the alias
-        ix.client.indices.delete(index=f"{prefix}-chunks-v1")
+        ix.client.indices.delete(index=f"{prefix}-chunks-v{SCHEMA_VERSION}")
         ix.client.indices.create(
             index=f"{prefix}-chunks-v0",
             body={"mappings": {"_meta": {"rampart_schema": 0}}, "aliases": {f"{prefix}-chunks": {}}},
