@@ -2,8 +2,8 @@
 
 Unlike the embedded index, any number of processes share it: the retrieval-service replicas and the
 ingest workers all talk to one OpenSearch. Three indexes, each a versioned index behind an alias
-(``<prefix>-chunks`` → ``<prefix>-chunks-v1``; a new layout is a new version that ``rampart index
-migrate`` will build and swap the alias to):
+(``<prefix>-chunks`` → ``<prefix>-chunks-v2``; a new layout is a new version that ``rampart index
+migrate`` builds and swaps the alias to: :mod:`services.retrieval.opensearch_migrate`):
 
 - **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``),
   the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
@@ -82,9 +82,7 @@ from services.retrieval.opensearch_transport import BULK_ACTIONS, Transport, com
 
 log = logging.getLogger(__name__)
 
-MIGRATE_HINT = (
-    "`rampart index migrate` (issue 35; not written yet: until then re-ingest into a new index_prefix)"
-)
+MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
 
 
 class OpenSearchIndex(CheckReads, LinkReads):

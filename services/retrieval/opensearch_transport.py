@@ -23,6 +23,11 @@ from services.retrieval.config import OpenSearchSettings
 from services.retrieval.opensearch_node import unreachable
 
 T = TypeVar("T")
+BLOCKED = "cluster_block_exception"
+BLOCKED_HINT = (
+    "; writes are blocked there: a `rampart index migrate` is running (retry once it has swapped the "
+    "aliases) or the node's disk is full"
+)
 BULK_ACTIONS = 500  # items per bulk request (a chunk with two 384-d vectors is ~8 KB of JSON)
 MGET_BATCH = 1000
 
@@ -86,12 +91,14 @@ class Transport:
                 ) from exc
             except TransportError as exc:
                 status = exc.status_code if isinstance(exc.status_code, int) else 0
-                transient = status == 429 or status >= 500
+                blocked = BLOCKED in _reason(exc)
+                transient = status == 429 or status >= 500 or blocked
                 if last or not transient:
                     code = ErrorCode.UNAVAILABLE if transient else ErrorCode.INTERNAL
                     raise RampartError(
                         code,
-                        f"OpenSearch at {self.url} refused {what} (HTTP {status}): {_reason(exc)}",
+                        f"OpenSearch at {self.url} refused {what} (HTTP {status}): {_reason(exc)}"
+                        + (BLOCKED_HINT if blocked else ""),
                         url=self.url,
                         status=status,
                     ) from exc
@@ -176,7 +183,7 @@ def item_reason(item: dict[str, Any]) -> str:
     cause = err.get("caused_by")
     if isinstance(cause, dict) and cause.get("reason"):
         reason += f" (caused by {cause.get('type', '')}: {cause['reason']})"
-    return reason
+    return reason + (BLOCKED_HINT if BLOCKED in reason else "")
 
 
 def _reason(exc: TransportError) -> str:
