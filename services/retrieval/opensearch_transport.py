@@ -8,10 +8,11 @@ or lost shards is an error, never a complete-looking answer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
@@ -109,7 +110,8 @@ class Transport:
     def search(self, alias: str, body: dict[str, Any], what: str) -> list[dict[str, Any]]:
         """The hits of one search; partial results (failed shards, a timeout) are an error, never
         returned as if complete."""
-        resp = self.call(what, lambda: self.client.search(index=alias, body=body), idempotent=True)
+        with naming(alias, what):
+            resp = self.call(what, lambda: self.client.search(index=alias, body=body), idempotent=True)
         complete(resp, alias, self.url)
         hits: list[dict[str, Any]] = resp["hits"]["hits"]
         return hits
@@ -137,16 +139,17 @@ class Transport:
         out: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), MGET_BATCH):
             part = list(ids[start : start + MGET_BATCH])
-            resp = self.call(
-                "read",
-                functools.partial(
-                    self.client.mget,
-                    index=alias,
-                    body={"ids": part},
-                    params={"_source_includes": ",".join(fields)},
-                ),
-                idempotent=True,
-            )
+            with naming(alias, "read"):
+                resp = self.call(
+                    "read",
+                    functools.partial(
+                        self.client.mget,
+                        index=alias,
+                        body={"ids": part},
+                        params={"_source_includes": ",".join(fields)},
+                    ),
+                    idempotent=True,
+                )
             for d in resp["docs"]:
                 if d.get("found"):
                     out[d["_id"]] = d.get("_source", {})
@@ -157,6 +160,18 @@ class Transport:
                         url=self.url,
                     )
         return out
+
+
+@contextlib.contextmanager
+def naming(alias: str, what: str) -> Iterator[None]:
+    """A failed request's error says which index it read (a search that fails because the node went
+    away names the index it could not search, not only the URL)."""
+    try:
+        yield
+    except RampartError as exc:
+        raise RampartError(
+            exc.code, f"{what} on the index {alias} failed: {exc.message}", **{**exc.details, "index": alias}
+        ) from exc
 
 
 def split_actions(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
