@@ -34,13 +34,10 @@ MGET_BATCH = 1000
 
 
 def connect(settings: OpenSearchSettings) -> Transport:
-    """A client for ``settings.endpoint()`` (no request yet) with TLS and basic auth as configured."""
+    """A client for ``settings.endpoint()`` (no request yet) with TLS, and basic auth or SigV4, as
+    configured."""
     url = settings.endpoint()
-    auth = (
-        (settings.username, settings.password.get_secret_value() if settings.password else "")
-        if settings.username
-        else None
-    )
+    auth = _auth(settings)
     client = OpenSearch(
         hosts=[url],
         http_auth=auth,
@@ -48,11 +45,58 @@ def connect(settings: OpenSearchSettings) -> Transport:
         verify_certs=settings.verify_certs,
         ca_certs=str(settings.ca_certs) if settings.ca_certs else None,
         timeout=settings.timeout_s,
+        pool_maxsize=settings.connections,
         max_retries=0,  # retried in Transport.call, for idempotent requests only
         retry_on_timeout=False,
         http_compress=True,
     )
     return Transport(client, url, settings)
+
+
+def _auth(settings: OpenSearchSettings) -> Any:
+    if settings.aws_sigv4:
+        if settings.username:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                "RAMPART_OPENSEARCH__AWS_SIGV4=true and RAMPART_OPENSEARCH__USERNAME are both set; a request "
+                "is signed with one of them: unset the username (SigV4) or turn SigV4 off (basic auth)",
+            )
+        return sigv4_auth(settings)
+    if settings.username:
+        return (settings.username, settings.password.get_secret_value() if settings.password else "")
+    return None
+
+
+def sigv4_auth(settings: OpenSearchSettings) -> Any:
+    """opensearch-py's SigV4 signer for the client's connection class, with credentials from the
+    standard AWS chain (botocore's, which boto3 uses too): refreshed credentials are frozen per request."""
+    try:
+        import botocore.session
+    except ImportError as exc:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            "RAMPART_OPENSEARCH__AWS_SIGV4=true needs botocore, which is not installed; install the aws extra "
+            "(pip install -c requirements/constraints.txt -e '.[aws]') or turn SigV4 off",
+        ) from exc
+    from opensearchpy import Urllib3AWSV4SignerAuth
+
+    session = botocore.session.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            "RAMPART_OPENSEARCH__AWS_SIGV4=true but the AWS credential chain found no credentials (looked at "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, the container and instance "
+            "roles); provide some or turn SigV4 off",
+        )
+    region = settings.aws_region or session.get_config_variable("region")
+    if not region:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            "RAMPART_OPENSEARCH__AWS_SIGV4=true needs the domain's region: set RAMPART_OPENSEARCH__AWS_REGION "
+            "(or AWS_DEFAULT_REGION, or region in ~/.aws/config)",
+        )
+    return Urllib3AWSV4SignerAuth(credentials, str(region), settings.aws_service)
 
 
 class Transport:
