@@ -234,3 +234,13 @@ def _reindex(t: Transport, old: str, new: str) -> int:
             index=old,
         )
     return counts[1]
+
+
+def drop_prefix(settings: OpenSearchSettings) -> None:
+    """Delete every index of ``settings.index_prefix`` (a throw-away prefix: a benchmark's)."""
+    t = connect(settings)
+    try:
+        pattern = f"{settings.index_prefix}-*"
+        t.call("drop indexes", functools.partial(t.client.indices.delete, index=pattern), idempotent=True)
+    finally:
+        t.close()
