@@ -34,6 +34,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -83,6 +84,27 @@ from services.retrieval.opensearch_transport import BULK_ACTIONS, Transport, com
 log = logging.getLogger(__name__)
 
 MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
+
+
+# tokens per _analyze request, under the node's index.analyze.max_token_count (10,000 by default)
+ANALYZE_TOKENS = 8000
+_WORDS = re.compile(r"[^\W_]+")  # at least the analyser's tokens (it splits on non-letters/digits)
+
+
+def analyze_groups(texts: Sequence[str], limit: int) -> list[list[str]]:
+    """``texts`` in order, grouped so that each group's token count (bounded above by its runs of
+    letters and digits, before stop words and long tokens are dropped) stays within ``limit``; a text
+    over the limit goes alone."""
+    groups: list[list[str]] = []
+    size = limit + 1
+    for t in texts:
+        n = len(_WORDS.findall(t))
+        if size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(t)
+        size += n
+    return groups
 
 
 class OpenSearchIndex(CheckReads, LinkReads):
@@ -605,7 +627,15 @@ class OpenSearchIndex(CheckReads, LinkReads):
         return self.token_lengths([text])[0]
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
-        """One ``_analyze`` call for all texts. Its tokens carry offsets into the texts laid end to end
+        """As few ``_analyze`` calls as the node's token limit allows (``index.analyze.max_token_count``,
+        10,000 by default: a batch of 128 SciFact abstracts is about 40,000 tokens)."""
+        out: list[int] = []
+        for part in analyze_groups(texts, ANALYZE_TOKENS):
+            out += self._token_lengths(part)
+        return out
+
+    def _token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """One ``_analyze`` call for ``texts``. Its tokens carry offsets into the texts laid end to end
         (Java string lengths, one apart), which assign each token to its text."""
         if not texts:
             return []

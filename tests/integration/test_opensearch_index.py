@@ -159,3 +159,13 @@ def test_a_write_larger_than_one_bulk_request_is_searchable_when_it_returns(
         assert ix.stats()["chunks"] == n and ix.bm25("bulk", ALICE, 10) == []
     finally:
         ix.close()
+
+
+def test_token_lengths_past_the_nodes_analyze_limit(opensearch: OpenSearchNode, prefix: str) -> None:
+    """A batch of more tokens than one _analyze request may produce (10,000): split, same counts."""
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        texts = [" ".join(f"word{i}x{j}" for j in range(400)) for i in range(40)]  # 16,000 tokens
+        assert ix.token_lengths(texts) == [400] * 40
+    finally:
+        ix.close()
