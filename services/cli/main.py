@@ -18,6 +18,7 @@ from rich.table import Table
 from services.cli.ask import ask
 from services.cli.bench import bench_app
 from services.cli.evaluation import PROFILE_OPTION, eval_app
+from services.cli.index import index_app
 from services.cli.opensearch import opensearch_app
 from services.cli.serve_ray import serve_ray
 from services.cli.stack import stack_app
@@ -64,6 +65,7 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(tune_app, name="tune")
 app.add_typer(stack_app, name="stack")
 app.add_typer(opensearch_app, name="opensearch")
+app.add_typer(index_app, name="index")
 
 
 # ---- models ---------------------------------------------------------------------------------------

@@ -73,9 +73,11 @@ def configure_logging(level: str = "INFO", fmt: str = "console") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # onnxruntime's transformer optimizer logs every fusion at INFO under these names.
+    # onnxruntime's transformer optimizer logs every fusion at INFO under these names; opensearch-py
+    # every request (index.backend=opensearch: thousands per ingest).
     for noisy in (
         "httpx",
+        "opensearch",
         "uvicorn.access",
         "faiss.loader",
         "pypdf",

@@ -9,6 +9,7 @@ best chunk (MaxP) before scoring, since BEIR judges documents.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -184,6 +185,12 @@ def index_cache_key(dataset: BeirDataset, settings: RampartSettings, embedder: E
     return f"{dataset.name}-{dataset.content_hash()[:12]}-{h}"
 
 
+def eval_prefix(key: str) -> str:
+    """The OpenSearch index prefix of an evaluation cache entry (``opensearch.index_prefix``'s pattern)."""
+    name = re.sub(r"[^a-z0-9_-]+", "-", key.split("-")[0].lower())[:16].strip("-_") or "corpus"
+    return f"eval-{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
 @contextmanager
 def eval_runtime(
     dataset: BeirDataset,
@@ -199,17 +206,25 @@ def eval_runtime(
     """The runtime over the cached index of this corpus + config (``variant``, with the cache folder
     as its data directory), the corpus ingested through ``runtime.ingest`` first if needed; and
     ``{built, failed}``. ``embedder`` names the cache; ``reranker`` shares a loaded one."""
-    root = cache_root / index_cache_key(dataset, settings, embedder)
+    key = index_cache_key(dataset, settings, embedder)
+    root = cache_root / key
     ready = root / "READY"
     info = {"built": 0, "failed": 0}
     if not ready.exists() and root.exists():
         shutil.rmtree(root)  # an interrupted build: start over
+    opensearch = settings.index.backend == "opensearch"
+    if opensearch:  # the index is on the node, not under root: one prefix per corpus and configuration
+        prefix = settings.opensearch.model_copy(update={"index_prefix": eval_prefix(key)})
+        settings = settings.model_copy(update={"opensearch": prefix})
     with Runtime.open(
         settings, embedder=embedder, reranker=reranker, variant=replace(variant or Variant(), data_dir=root)
     ) as runtime:
+        if ready.exists() and opensearch and runtime.index.stats()["chunks"] == 0:
+            ready.unlink()  # the node lost (or never had) what the marker says was built
         if not ready.exists():
             info["failed"] = _ingest_corpus(dataset, runtime, progress, batch_size)
             info["built"] = 1
+            root.mkdir(parents=True, exist_ok=True)  # on OpenSearch nothing was written under it
             ready.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
         yield runtime, info
 

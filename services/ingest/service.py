@@ -323,7 +323,13 @@ class IngestService:
             self.index.write(batch)
 
     def _fail(self, doc: Document, code: ErrorCode, message: str) -> IngestResult:
-        self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.FAILED, error=message)
+        """The document's failed result; recording the state may fail too (the index went away),
+        which must not turn the batch's per-document results into one exception."""
+        try:
+            self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.FAILED, error=message)
+        except RampartError as exc:
+            log.warning("could not record a failed document", extra={"doc_id": doc.id, "reason": exc.message})
+            message += f" (its failed state could not be recorded either: {exc.message})"
         return IngestResult(
             id=doc.id, version=doc.version, outcome=Outcome.FAILED, error=message, code=code.value
         )

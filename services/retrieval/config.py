@@ -108,12 +108,39 @@ class OpenSearchSettings(BaseModel):
         default=128, ge=8, le=4096, description="HNSW search breadth (at least the number of hits asked for)"
     )
     timeout_s: float = Field(default=30.0, gt=0, description="Per-request timeout")
+    connections: int = Field(
+        default=16,
+        ge=1,
+        le=256,
+        description="HTTP connections a process keeps to the node (the client is synchronous: one per thread "
+        "that talks to it at once; the retrieval service runs up to 16)",
+    )
     retries: int = Field(
         default=3, ge=0, le=10, description="Retries of idempotent requests on 429, 5xx and lost connections"
     )
     backoff_s: float = Field(default=0.2, ge=0, le=30, description="First retry delay; doubles per retry")
+    write_lease_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Least time a write (and ingest's pending mark before it) holds its documents: another "
+        "host repairs what a crashed writer left only after it (the lease also covers the write's requests "
+        "at their timeout and retries); a writer on this host is repaired as soon as its process is gone",
+    )
     username: str | None = Field(default=None, description="Basic-auth user (a secured cluster)")
     password: SecretStr | None = Field(default=None, description="Basic-auth password")
+    aws_sigv4: bool = Field(
+        default=False,
+        description="Sign every request with AWS SigV4 (Amazon OpenSearch Service or Serverless), with "
+        "credentials from the standard AWS chain (environment, AWS_PROFILE and ~/.aws, container or instance "
+        "role); needs botocore (the aws extra); instead of username/password",
+    )
+    aws_region: str | None = Field(
+        default=None,
+        description="The domain's AWS region for SigV4; default: the AWS chain's (AWS_DEFAULT_REGION, ~/.aws/config)",
+    )
+    aws_service: Literal["es", "aoss"] = Field(
+        default="es", description="SigV4 service name: es (an OpenSearch Service domain) or aoss (Serverless)"
+    )
     ca_certs: Path | None = Field(default=None, description="CA bundle for an https URL")
     verify_certs: bool = Field(default=True, description="Verify the node's TLS certificate (https URLs)")
 

@@ -2,8 +2,8 @@
 
 Unlike the embedded index, any number of processes share it: the retrieval-service replicas and the
 ingest workers all talk to one OpenSearch. Three indexes, each a versioned index behind an alias
-(``<prefix>-chunks`` → ``<prefix>-chunks-v1``; a new layout is a new version that ``rampart index
-migrate`` will build and swap the alias to):
+(``<prefix>-chunks`` → ``<prefix>-chunks-v2``; a new layout is a new version that ``rampart index
+migrate`` builds and swaps the alias to: :mod:`services.retrieval.opensearch_migrate`):
 
 - **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``),
   the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
@@ -14,11 +14,13 @@ migrate`` will build and swap the alias to):
   SQLite assigns them).
 
 Write order of a batch: documents marked ``pending`` with the ids their new chunks will get → new
-chunks (bulk) → old chunks deleted and documents ``indexed`` (bulk). Each bulk item that fails fails
-its document (with OpenSearch's reason) and the others still land. Refresh policy: ``opensearch.refresh``
-on both bulks (the second one touches the chunks index only when it deletes old chunks); the default
-``wait_for`` returns once the write is searchable, which is what ingest acknowledges, at the cost of
-up to two refresh intervals (1 s each by default) per write.
+chunks (bulk) → the new versions' entries → old chunks deleted → updated documents ``indexed``; each
+step leaves what a repair needs after a crash (:mod:`services.retrieval.opensearch_repair`: on open,
+and at this index's next write). Each bulk item that fails fails its document (with OpenSearch's
+reason) and the others still land. Refresh policy: ``opensearch.refresh`` on the chunk bulk and the
+last step; the default ``wait_for`` returns once the write is searchable, which is what ingest
+acknowledges, at the cost of up to two refresh intervals (1 s each by default) per write of new
+documents, three when old chunks are replaced.
 Status reads (``status``, ``current``, chunk and vector reads) are real-time GETs, never stale.
 
 The mappings live in :mod:`services.retrieval.opensearch_layout`; the retry and error policy of the
@@ -28,8 +30,12 @@ only once).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
+import re
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -64,13 +70,41 @@ from services.retrieval.opensearch_layout import (
     indexed_source,
     meta_body,
 )
-from services.retrieval.opensearch_transport import Transport, complete, connect, item_reason
+from services.retrieval.opensearch_repair import (
+    CLEARED,
+    ENTRY_FIELDS,
+    new_writer,
+    plan,
+    retire,
+    unfinished,
+    writer_gone,
+)
+from services.retrieval.opensearch_transport import BULK_ACTIONS, Transport, complete, connect, item_reason
 
 log = logging.getLogger(__name__)
 
-MIGRATE_HINT = (
-    "`rampart index migrate` (issue 35; not written yet: until then re-ingest into a new index_prefix)"
-)
+MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
+
+
+# tokens per _analyze request, under the node's index.analyze.max_token_count (10,000 by default)
+ANALYZE_TOKENS = 8000
+_WORDS = re.compile(r"[^\W_]+")  # at least the analyser's tokens (it splits on non-letters/digits)
+
+
+def analyze_groups(texts: Sequence[str], limit: int) -> list[list[str]]:
+    """``texts`` in order, grouped so that each group's token count (bounded above by its runs of
+    letters and digits, before stop words and long tokens are dropped) stays within ``limit``; a text
+    over the limit goes alone."""
+    groups: list[list[str]] = []
+    size = limit + 1
+    for t in texts:
+        n = len(_WORDS.findall(t))
+        if size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(t)
+        size += n
+    return groups
 
 
 class OpenSearchIndex(CheckReads, LinkReads):
@@ -85,6 +119,10 @@ class OpenSearchIndex(CheckReads, LinkReads):
         self.dim = dim
         self._s = settings
         self._index = index
+        self.writer = new_writer()  # who this index's writes are recorded as (crash repair)
+        self._inflight: set[str] = set()  # entries this index is writing now
+        self._inflight_lock = threading.Lock()
+        self._unsettled: set[str] = set()  # entries this index's writes left unfinished
         p = settings.index_prefix
         self.chunks_alias, self.documents_alias, self.meta_alias = (
             f"{p}-chunks",
@@ -109,10 +147,19 @@ class OpenSearchIndex(CheckReads, LinkReads):
         try:
             transport.call("connect", transport.client.info, idempotent=True)
             ix._ensure_layout(model_id)
+            ix._repair_on_open()
         except BaseException:
-            transport.close()
+            ix.close()
             raise
         return ix
+
+    def _repair_on_open(self) -> None:
+        """Settle what crashed writers left (services/retrieval/opensearch_repair.py). A repair that
+        fails is logged, not fatal: searches still serve, and the next open or write tries again."""
+        try:
+            self.repair()
+        except RampartError as exc:
+            log.warning("could not repair interrupted writes: %s", exc.message)
 
     def _ensure_layout(self, model_id: str | None) -> None:
         bodies = {
@@ -203,6 +250,7 @@ class OpenSearchIndex(CheckReads, LinkReads):
             )
 
     def close(self) -> None:
+        retire(self.writer)
         self.t.close()
 
     def _get_document(self, tenant: str, doc_id: str) -> dict[str, Any] | None:
@@ -234,31 +282,48 @@ class OpenSearchIndex(CheckReads, LinkReads):
         return list(range(end - n + 1, end + 1))
 
     def write(self, docs: Sequence[DocumentWrite]) -> None:
+        """Upsert a batch in the steps of :mod:`services.retrieval.opensearch_repair`; what a crash
+        between them leaves, the next open (or this index's next write of the document) repairs."""
         if not docs:
             return
         latest = {(d.tenant, d.doc_id): d for d in docs}  # a document twice in a batch: the last wins
         batch = list(latest.values())
-        old = self.t.mget(self.documents_alias, [doc_key(d.tenant, d.doc_id) for d in batch], ["cids"])
+        keys = [doc_key(d.tenant, d.doc_id) for d in batch]
+        with self._inflight_lock:
+            self._inflight.update(keys)
+        try:
+            self._write(batch, keys)
+        except BaseException as exc:
+            with self._inflight_lock:
+                self._inflight.difference_update(keys)
+                self._unsettled.update(keys)  # settled by this index's next write, or the next open
+            if isinstance(exc, Exception):
+                with contextlib.suppress(RampartError):  # best effort: an error, not a crash
+                    self.repair(keys, ours=True)
+                    self._unsettled.difference_update(keys)
+            raise
+        finally:
+            with self._inflight_lock:
+                self._inflight.difference_update(keys)
+
+    def _write(self, batch: list[DocumentWrite], keys: list[str]) -> None:
+        old = self.t.mget(self.documents_alias, keys, list(ENTRY_FIELDS))
+        left = [k for k in keys if k in old and (old[k].get("pending_cids") or old[k].get("stale_cids"))]
+        earlier = sorted(self._unsettled - set(keys))  # what this index's own earlier writes left
+        if left or earlier:  # writes that never finished: settle them before this one
+            self.repair([*left, *earlier], ours=True)
+            self._unsettled.difference_update([*left, *earlier])
+            old = self.t.mget(self.documents_alias, keys, list(ENTRY_FIELDS))
         cids = iter(self._allocate(sum(len(d.chunks) for d in batch)))
         new = {(d.tenant, d.doc_id): [next(cids) for _ in d.chunks] for d in batch}
-        self._mark_pending(batch, new)
+        lease = self._lease_until(sum(len(d.chunks) for d in batch))
+        self._mark_pending(batch, new, lease)
         failed = self._write_chunks(batch, new)
-        lines: list[dict[str, Any]] = []
-        for d in batch:
-            who = (d.tenant, d.doc_id)
-            if who in failed:
-                lines += self._undo_lines(d, new[who], failed[who])
-            else:
-                kept = set(new[who])
-                stale = [c for c in old.get(doc_key(*who), {}).get("cids", []) if c not in kept]
-                lines += [{"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in stale]
-                lines += [
-                    {"index": {"_index": self.documents_alias, "_id": doc_key(*who)}},
-                    indexed_source(d, new[who]),
-                ]
-        self._raise_failed(
-            self.t.bulk(lines, "finish documents", refresh=True), batch, "finish", deletes_ok=True
-        )
+        stale = {
+            (d.tenant, d.doc_id): [int(c) for c in old.get(k, {}).get("cids") or []]
+            for d, k in zip(batch, keys, strict=True)
+        }
+        self._finish(batch, new, stale, failed, lease)
         if failed:
             names = ", ".join(f"{t}/{d}: {r}" for (t, d), r in sorted(failed.items()))
             raise RampartError(
@@ -268,9 +333,19 @@ class OpenSearchIndex(CheckReads, LinkReads):
                 failed=[f"{t}/{d}" for t, d in sorted(failed)],
             )
 
-    def _mark_pending(self, batch: Sequence[DocumentWrite], new: dict[tuple[str, str], list[int]]) -> None:
-        """Step 1: each document ``pending``, with the ids its new chunks get (what a repair would
-        remove after a crash between the steps)."""
+    def _lease_until(self, chunks: int) -> float:
+        """Until when this write holds its documents: ``write_lease_s``, or longer when its requests,
+        each at its timeout with every retry, could take longer."""
+        s = self._s
+        per_request = s.timeout_s * (s.retries + 1) + s.backoff_s * 1.2 * float(2 ** (s.retries + 1))
+        requests = 5 + 2 * math.ceil(chunks / BULK_ACTIONS)
+        return time.time() + max(s.write_lease_s, requests * per_request)
+
+    def _mark_pending(
+        self, batch: Sequence[DocumentWrite], new: dict[tuple[str, str], list[int]], lease: float
+    ) -> None:
+        """Step 1: each document ``pending``, with the ids its new chunks get (what a repair removes
+        after a crash before step 3), this writer and its lease."""
         now = time.time()
         lines: list[dict[str, Any]] = []
         for d in batch:
@@ -280,6 +355,8 @@ class OpenSearchIndex(CheckReads, LinkReads):
                 "version": d.version,
                 "state": DocumentState.PENDING.value,
                 "pending_cids": new[(d.tenant, d.doc_id)],
+                "writer": self.writer,
+                "lease_until": lease,
                 "updated_at": now,
             }
             lines += [
@@ -307,14 +384,59 @@ class OpenSearchIndex(CheckReads, LinkReads):
                 failed[who] = item_reason(item)
         return failed
 
-    def _undo_lines(self, d: DocumentWrite, cids: list[int], reason: str) -> list[dict[str, Any]]:
-        """A refused document: its new chunks go, its old ones stay searchable, it is marked failed."""
-        lines: list[dict[str, Any]] = [{"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in cids]
-        error = f"OpenSearch refused a chunk of version {d.version}: {reason}"
+    def _finish(
+        self,
+        batch: Sequence[DocumentWrite],
+        new: dict[tuple[str, str], list[int]],
+        stale: dict[tuple[str, str], list[int]],
+        failed: dict[tuple[str, str], str],
+        lease: float,
+    ) -> None:
+        """Step 3: entries of the new versions (``indexed`` at once where no old chunk must go, else
+        ``pending`` with ``stale_cids``), then the old chunks and a refused document's new ones
+        deleted, then those documents ``indexed`` or ``failed``."""
+        entries: list[dict[str, Any]] = []
+        deletes: list[int] = []
+        last: list[dict[str, Any]] = []
+        for d in batch:
+            who, key = (d.tenant, d.doc_id), doc_key(d.tenant, d.doc_id)
+            if who in failed:
+                deletes += new[who]
+                error = f"OpenSearch refused a chunk of version {d.version}: {failed[who]}"
+                last += self._entry_update(
+                    key, {**CLEARED, "state": DocumentState.FAILED.value, "error": error}
+                )
+                continue
+            source = indexed_source(d, new[who])
+            if stale[who]:
+                source.update(
+                    state=DocumentState.PENDING.value,
+                    stale_cids=stale[who],
+                    writer=self.writer,
+                    lease_until=lease,
+                )
+                deletes += stale[who]
+                last += self._entry_update(key, {**CLEARED, "state": DocumentState.INDEXED.value})
+            entries += [{"index": {"_index": self.documents_alias, "_id": key}}, source]
+        if entries:
+            self._raise_failed(
+                self.t.bulk(entries, "record documents", refresh=not last), batch, "record documents"
+            )
+        if deletes:
+            lines = [{"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in deletes]
+            self._raise_failed(
+                self.t.bulk(lines, "delete old chunks", refresh=True),
+                batch,
+                "delete old chunks",
+                deletes_ok=True,
+            )
+        if last:
+            self._raise_failed(self.t.bulk(last, "finish documents", refresh=True), batch, "finish documents")
+
+    def _entry_update(self, key: str, fields: dict[str, Any]) -> list[dict[str, Any]]:
         return [
-            *lines,
-            {"update": {"_index": self.documents_alias, "_id": doc_key(d.tenant, d.doc_id)}},
-            {"doc": {"state": DocumentState.FAILED.value, "error": error, "pending_cids": []}},
+            {"update": {"_index": self.documents_alias, "_id": key}},
+            {"doc": {**fields, "updated_at": time.time()}},
         ]
 
     def _raise_failed(
@@ -329,18 +451,107 @@ class OpenSearchIndex(CheckReads, LinkReads):
                 url=self.url,
             )
 
+    # ---- crash repair (services/retrieval/opensearch_repair.py) ------------------------------------------
+    def repair(self, keys: Sequence[str] | None = None, *, ours: bool = False) -> tuple[int, int]:
+        """Settle what writers that are gone left unfinished: the entries ``keys`` (``_id``s of the
+        documents index), or every unfinished one (on open); ``ours``: ``keys`` are the caller's write,
+        so what this index left on them is finished with. Returns (rolled forward, rolled back)."""
+        entries = (
+            self._unfinished()
+            if keys is None
+            else self.t.mget(self.documents_alias, keys, list(ENTRY_FIELDS))
+        )
+        now = time.time()
+        with self._inflight_lock:
+            inflight = set(self._inflight) - (set(keys or ()) if ours else set())
+        gone = {
+            k: e
+            for k, e in entries.items()
+            if unfinished(e) and writer_gone(e, me=self.writer, inflight=inflight, key=k, now=now)
+        }
+        if not gone:
+            return 0, 0
+        firsts = [str(e["cids"][0]) for e in gone.values() if e.get("cids")]
+        got = self.t.mget(self.chunks_alias, firsts, ["cid", "version"]) if firsts else {}
+        todo = plan(gone, {int(v["cid"]): int(v["version"]) for v in got.values()}, now)
+        if todo.deletes:
+            lines = [{"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in todo.deletes]
+            items = self.t.bulk(lines, "repair: delete chunks", refresh=True)
+            bad = [item_reason(i) for i in items if "error" in i and i.get("status") != 404]
+            if bad:
+                raise RampartError(
+                    ErrorCode.UNAVAILABLE,
+                    f"OpenSearch at {self.url} failed to delete chunks a crashed write left ({bad[0]}); "
+                    "reopen the index to repair again",
+                    url=self.url,
+                )
+        lines = [line for k, fields in todo.updates.items() for line in self._entry_update(k, fields)]
+        items = self.t.bulk(lines, "repair: settle documents", refresh=True)
+        if any("error" in i for i in items):
+            raise RampartError(
+                ErrorCode.UNAVAILABLE,
+                f"OpenSearch at {self.url} failed to settle documents a crashed write left "
+                f"({next(item_reason(i) for i in items if 'error' in i)}); reopen the index to repair again",
+                url=self.url,
+            )
+        log.warning(
+            "repaired interrupted writes", extra={"forward": todo.forward, "back": todo.back, "url": self.url}
+        )
+        return todo.forward, todo.back
+
+    def _unfinished(self) -> dict[str, dict[str, Any]]:
+        """Every entry with a write in progress or left unfinished (paged by tenant and document)."""
+        query = {
+            "bool": {
+                "should": [
+                    {"term": {"state": DocumentState.PENDING.value}},
+                    {"exists": {"field": "pending_cids"}},
+                    {"exists": {"field": "stale_cids"}},
+                ],
+                "minimum_should_match": 1,
+            }
+        }
+        # a search sees refreshed entries only, and a crashed writer's pending marks were not refreshed
+        self.t.call(
+            "refresh documents",
+            lambda: self.client.indices.refresh(index=self.documents_alias),
+            idempotent=True,
+        )
+        out: dict[str, dict[str, Any]] = {}
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": 1000,
+                "_source": list(ENTRY_FIELDS),
+                "query": query,
+                "sort": [{"tenant": "asc"}, {"doc_id": "asc"}],
+            }
+            if after is not None:
+                body["search_after"] = after
+            hits = self.t.search(self.documents_alias, body, "find unfinished writes")
+            out.update({str(h["_id"]): h["_source"] for h in hits})
+            if len(hits) < body["size"]:
+                return out
+            after = hits[-1]["sort"]
+
     def delete(self, tenant: str, doc_id: str) -> bool:
         current = self._get_document(tenant, doc_id)
         if current is None or current.get("state") == DocumentState.DELETED.value:
             return False
         key = doc_key(tenant, doc_id)
+        owned = [
+            *current.get("cids", []),
+            *(current.get("pending_cids") or []),
+            *(current.get("stale_cids") or []),
+        ]
         lines: list[dict[str, Any]] = [
-            {"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in current.get("cids", [])
+            {"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in owned
         ]
         lines += [
             {"update": {"_index": self.documents_alias, "_id": key}},
             {
                 "doc": {
+                    **CLEARED,
                     "state": DocumentState.DELETED.value,
                     "chunks": 0,
                     "cids": [],
@@ -366,13 +577,18 @@ class OpenSearchIndex(CheckReads, LinkReads):
     ) -> None:
         """Record a state without touching chunks. Not refreshed: ``status``/``current`` read it at once
         (real-time GET), and ingest marks every document it accepts, so waiting here would cost a
-        refresh interval per document; ``named`` sees the new state within one interval."""
+        refresh interval per document; ``named`` sees the new state within one interval. ``pending``
+        (ingest's mark before it embeds) holds the document for this writer under a lease, so that a
+        crash before the write is settled too."""
+        pending = state is DocumentState.PENDING
         fields = {
             "tenant": tenant,
             "doc_id": doc_id,
             "version": version,
             "state": state.value,
             "error": error,
+            "writer": self.writer if pending else None,
+            "lease_until": self._lease_until(0) if pending else None,
             "updated_at": time.time(),
         }
         body = {"doc": fields, "doc_as_upsert": True}
@@ -411,7 +627,15 @@ class OpenSearchIndex(CheckReads, LinkReads):
         return self.token_lengths([text])[0]
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
-        """One ``_analyze`` call for all texts. Its tokens carry offsets into the texts laid end to end
+        """As few ``_analyze`` calls as the node's token limit allows (``index.analyze.max_token_count``,
+        10,000 by default: a batch of 128 SciFact abstracts is about 40,000 tokens)."""
+        out: list[int] = []
+        for part in analyze_groups(texts, ANALYZE_TOKENS):
+            out += self._token_lengths(part)
+        return out
+
+    def _token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """One ``_analyze`` call for ``texts``. Its tokens carry offsets into the texts laid end to end
         (Java string lengths, one apart), which assign each token to its text."""
         if not texts:
             return []

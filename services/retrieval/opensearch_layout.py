@@ -21,7 +21,9 @@ from services.common.types import DocumentState
 from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 
-SCHEMA_VERSION = 1  # the layout below; a change means a new version and `rampart index migrate`
+# the layout below; a change means a new version and `rampart index migrate`. 2: the crash-repair
+# fields of the documents index (writer, lease_until, stale_cids; pending_cids searchable)
+SCHEMA_VERSION = 2
 ANALYZER = "rampart_en"
 
 
@@ -121,7 +123,12 @@ def documents_body(settings: OpenSearchSettings) -> dict[str, Any]:
                 "metadata": {"type": "object", "enabled": False},
                 "chunks": {"type": "integer"},
                 "cids": _stored("long"),
-                "pending_cids": _stored("long"),
+                # a write in progress (services/retrieval/opensearch_repair.py): searchable, so that a
+                # repair finds what a crash left
+                "pending_cids": {"type": "long"},
+                "stale_cids": {"type": "long"},
+                "writer": keyword,
+                "lease_until": {"type": "double"},
                 "first_cid": {"type": "long"},
                 "error": {"type": "text", "index": False},
                 "updated_at": {"type": "double"},
@@ -191,6 +198,9 @@ def indexed_source(d: DocumentWrite, cids: list[int]) -> dict[str, Any]:
         "chunks": len(d.chunks),
         "cids": cids,
         "pending_cids": [],
+        "stale_cids": [],
+        "writer": None,
+        "lease_until": None,
         "first_cid": _first_cid(cids, d),
         "error": None,
         "updated_at": time.time(),

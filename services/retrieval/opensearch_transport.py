@@ -8,10 +8,11 @@ or lost shards is an error, never a complete-looking answer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
@@ -23,18 +24,20 @@ from services.retrieval.config import OpenSearchSettings
 from services.retrieval.opensearch_node import unreachable
 
 T = TypeVar("T")
+BLOCKED = "cluster_block_exception"
+BLOCKED_HINT = (
+    "; writes are blocked there: a `rampart index migrate` is running (retry once it has swapped the "
+    "aliases) or the node's disk is full"
+)
 BULK_ACTIONS = 500  # items per bulk request (a chunk with two 384-d vectors is ~8 KB of JSON)
 MGET_BATCH = 1000
 
 
 def connect(settings: OpenSearchSettings) -> Transport:
-    """A client for ``settings.endpoint()`` (no request yet) with TLS and basic auth as configured."""
+    """A client for ``settings.endpoint()`` (no request yet) with TLS, and basic auth or SigV4, as
+    configured."""
     url = settings.endpoint()
-    auth = (
-        (settings.username, settings.password.get_secret_value() if settings.password else "")
-        if settings.username
-        else None
-    )
+    auth = _auth(settings)
     client = OpenSearch(
         hosts=[url],
         http_auth=auth,
@@ -42,11 +45,58 @@ def connect(settings: OpenSearchSettings) -> Transport:
         verify_certs=settings.verify_certs,
         ca_certs=str(settings.ca_certs) if settings.ca_certs else None,
         timeout=settings.timeout_s,
+        pool_maxsize=settings.connections,
         max_retries=0,  # retried in Transport.call, for idempotent requests only
         retry_on_timeout=False,
         http_compress=True,
     )
     return Transport(client, url, settings)
+
+
+def _auth(settings: OpenSearchSettings) -> Any:
+    if settings.aws_sigv4:
+        if settings.username:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                "RAMPART_OPENSEARCH__AWS_SIGV4=true and RAMPART_OPENSEARCH__USERNAME are both set; a request "
+                "is signed with one of them: unset the username (SigV4) or turn SigV4 off (basic auth)",
+            )
+        return sigv4_auth(settings)
+    if settings.username:
+        return (settings.username, settings.password.get_secret_value() if settings.password else "")
+    return None
+
+
+def sigv4_auth(settings: OpenSearchSettings) -> Any:
+    """opensearch-py's SigV4 signer for the client's connection class, with credentials from the
+    standard AWS chain (botocore's, which boto3 uses too): refreshed credentials are frozen per request."""
+    try:
+        import botocore.session
+    except ImportError as exc:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            "RAMPART_OPENSEARCH__AWS_SIGV4=true needs botocore, which is not installed; install the aws extra "
+            "(pip install -c requirements/constraints.txt -e '.[aws]') or turn SigV4 off",
+        ) from exc
+    from opensearchpy import Urllib3AWSV4SignerAuth
+
+    session = botocore.session.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            "RAMPART_OPENSEARCH__AWS_SIGV4=true but the AWS credential chain found no credentials (looked at "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, the container and instance "
+            "roles); provide some or turn SigV4 off",
+        )
+    region = settings.aws_region or session.get_config_variable("region")
+    if not region:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            "RAMPART_OPENSEARCH__AWS_SIGV4=true needs the domain's region: set RAMPART_OPENSEARCH__AWS_REGION "
+            "(or AWS_DEFAULT_REGION, or region in ~/.aws/config)",
+        )
+    return Urllib3AWSV4SignerAuth(credentials, str(region), settings.aws_service)
 
 
 class Transport:
@@ -86,12 +136,14 @@ class Transport:
                 ) from exc
             except TransportError as exc:
                 status = exc.status_code if isinstance(exc.status_code, int) else 0
-                transient = status == 429 or status >= 500
+                blocked = BLOCKED in _reason(exc)
+                transient = status == 429 or status >= 500 or blocked
                 if last or not transient:
                     code = ErrorCode.UNAVAILABLE if transient else ErrorCode.INTERNAL
                     raise RampartError(
                         code,
-                        f"OpenSearch at {self.url} refused {what} (HTTP {status}): {_reason(exc)}",
+                        f"OpenSearch at {self.url} refused {what} (HTTP {status}): {_reason(exc)}"
+                        + (BLOCKED_HINT if blocked else ""),
                         url=self.url,
                         status=status,
                     ) from exc
@@ -102,7 +154,8 @@ class Transport:
     def search(self, alias: str, body: dict[str, Any], what: str) -> list[dict[str, Any]]:
         """The hits of one search; partial results (failed shards, a timeout) are an error, never
         returned as if complete."""
-        resp = self.call(what, lambda: self.client.search(index=alias, body=body), idempotent=True)
+        with naming(alias, what):
+            resp = self.call(what, lambda: self.client.search(index=alias, body=body), idempotent=True)
         complete(resp, alias, self.url)
         hits: list[dict[str, Any]] = resp["hits"]["hits"]
         return hits
@@ -130,16 +183,17 @@ class Transport:
         out: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), MGET_BATCH):
             part = list(ids[start : start + MGET_BATCH])
-            resp = self.call(
-                "read",
-                functools.partial(
-                    self.client.mget,
-                    index=alias,
-                    body={"ids": part},
-                    params={"_source_includes": ",".join(fields)},
-                ),
-                idempotent=True,
-            )
+            with naming(alias, "read"):
+                resp = self.call(
+                    "read",
+                    functools.partial(
+                        self.client.mget,
+                        index=alias,
+                        body={"ids": part},
+                        params={"_source_includes": ",".join(fields)},
+                    ),
+                    idempotent=True,
+                )
             for d in resp["docs"]:
                 if d.get("found"):
                     out[d["_id"]] = d.get("_source", {})
@@ -150,6 +204,18 @@ class Transport:
                         url=self.url,
                     )
         return out
+
+
+@contextlib.contextmanager
+def naming(alias: str, what: str) -> Iterator[None]:
+    """A failed request's error says which index it read (a search that fails because the node went
+    away names the index it could not search, not only the URL)."""
+    try:
+        yield
+    except RampartError as exc:
+        raise RampartError(
+            exc.code, f"{what} on the index {alias} failed: {exc.message}", **{**exc.details, "index": alias}
+        ) from exc
 
 
 def split_actions(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -176,7 +242,7 @@ def item_reason(item: dict[str, Any]) -> str:
     cause = err.get("caused_by")
     if isinstance(cause, dict) and cause.get("reason"):
         reason += f" (caused by {cause.get('type', '')}: {cause['reason']})"
-    return reason
+    return reason + (BLOCKED_HINT if BLOCKED in reason else "")
 
 
 def _reason(exc: TransportError) -> str:

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from opensearchpy import OpenSearch
 from typer.testing import CliRunner
 
 from services.cli.main import app
+from services.retrieval.opensearch_node import OpenSearchNode
 from tests.conftest import REPO
 
 # (tenant, user, groups, query, expected top document) from samples/README.md
@@ -208,6 +210,7 @@ def test_bench_prints_rates_and_stage_latencies(env: dict[str, str], tmp_path: P
     assert figures["docs"] == 4 and figures["index_docs_per_s"] > 0
     for stage in ("embed", "bm25", "dense", "fuse", "total"):
         assert figures[f"search_{stage}_ms_p50"] > 0
+    assert figures["embed_chunks"] == figures["chunks"] and figures["index_vs_embed"] > 0
 
 
 def test_bench_rerank_compares_backends_including_a_real_triton(env: dict[str, str], tmp_path: Path) -> None:
@@ -219,3 +222,31 @@ def test_bench_rerank_compares_backends_including_a_real_triton(env: dict[str, s
     assert {("onnx-int8", 4, 16), ("triton", 4, 16), ("triton", 1, 1)} <= seen
     assert all(r["pairs_per_s"] > 0 and r["p95_ms"] >= r["p50_ms"] > 0 for r in record["rows"])
     assert {(r["batch"], r["concurrency"]) for r in record["ratios"]} == {(1, 1), (1, 16), (4, 1), (4, 16)}
+
+
+def test_eval_and_bench_on_the_opensearch_backend(
+    env: dict[str, str], tmp_path: Path, opensearch: OpenSearchNode
+) -> None:
+    """One switch: ``eval`` builds its cached index on the node under a prefix of that corpus and
+    configuration (and reuses it), and ``bench`` indexes into a throw-away prefix it drops."""
+    env = {**env, "RAMPART_INDEX__BACKEND": "opensearch", "RAMPART_OPENSEARCH__URL": opensearch.url}
+    data = write_beir(tmp_path / "beir")
+    out_json = tmp_path / "report.json"
+    run(env, "eval", str(data), "--pipelines", "bm25,dense,hybrid-minmax", "--json", str(out_json))
+    for name, figures in json.loads(out_json.read_text())["pipelines"].items():
+        assert figures["ndcg@10"] == pytest.approx(1.0), name
+    client = OpenSearch(hosts=[opensearch.url])
+    try:
+        made = sorted(client.indices.get_alias(name="eval-*"))
+        assert len(made) == 3, made  # chunks, documents, meta of the one corpus
+        run(env, "eval", str(data), "--pipelines", "bm25")  # the cached index again: nothing new
+        assert sorted(client.indices.get_alias(name="eval-*")) == made
+        bench_json = tmp_path / "bench.json"
+        run(env, "bench", "search", str(data), "--docs", "4", "--queries", "3", "--json", str(bench_json))
+        figures = json.loads(bench_json.read_text())["figures"]
+        assert figures["index_docs_per_s"] > 0 and figures["embed_chunks_per_s"] > 0
+        assert figures["index_vs_embed"] > 0 and figures["search_bm25_ms_p50"] > 0
+        assert client.indices.get(index="bench-*") == {}  # the throw-away prefix is gone
+        client.indices.delete(index="eval-*")
+    finally:
+        client.close()

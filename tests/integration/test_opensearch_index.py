@@ -21,6 +21,7 @@ from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite
 from services.retrieval.index import SearchIndex, open_index
 from services.retrieval.opensearch_index import OpenSearchIndex
+from services.retrieval.opensearch_layout import SCHEMA_VERSION
 from services.retrieval.opensearch_node import OpenSearchNode
 from services.retrieval.opensearch_transport import BULK_ACTIONS
 from tests.contracts.search_index import ALICE, DIM, SearchIndexContract, doc, ids
@@ -74,7 +75,7 @@ def test_unreachable_node_names_the_url_and_the_command() -> None:
 def test_mapping_of_another_version_points_to_migrate(opensearch: OpenSearchNode, prefix: str) -> None:
     ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
     try:  # an index as an older Rampart would have left it: layout version 0 behind the alias
-        ix.client.indices.delete(index=f"{prefix}-chunks-v1")
+        ix.client.indices.delete(index=f"{prefix}-chunks-v{SCHEMA_VERSION}")
         ix.client.indices.create(
             index=f"{prefix}-chunks-v0",
             body={"mappings": {"_meta": {"rampart_schema": 0}}, "aliases": {f"{prefix}-chunks": {}}},
@@ -156,5 +157,15 @@ def test_a_write_larger_than_one_bulk_request_is_searchable_when_it_returns(
         assert len(ix.bm25("bulk words", ALICE, n + 10)) == n
         ix.write([doc(f"d{i}", [f"second words number{i}"], version=2) for i in range(n)])
         assert ix.stats()["chunks"] == n and ix.bm25("bulk", ALICE, 10) == []
+    finally:
+        ix.close()
+
+
+def test_token_lengths_past_the_nodes_analyze_limit(opensearch: OpenSearchNode, prefix: str) -> None:
+    """A batch of more tokens than one _analyze request may produce (10,000): split, same counts."""
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        texts = [" ".join(f"word{i}x{j}" for j in range(400)) for i in range(40)]  # 16,000 tokens
+        assert ix.token_lengths(texts) == [400] * 40
     finally:
         ix.close()
