@@ -79,7 +79,14 @@ from services.retrieval.opensearch_repair import (
     unfinished,
     writer_gone,
 )
-from services.retrieval.opensearch_transport import BULK_ACTIONS, Transport, complete, connect, item_reason
+from services.retrieval.opensearch_transport import (
+    BULK_ACTIONS,
+    Transport,
+    alias_target,
+    complete,
+    connect,
+    item_reason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -196,20 +203,7 @@ class OpenSearchIndex(CheckReads, LinkReads):
             self._check_model(model_id)
 
     def _behind(self, alias: str) -> str | None:
-        if not self.t.call(
-            "find alias", lambda: self.client.indices.exists_alias(name=alias), idempotent=True
-        ):
-            return None
-        found = self.t.call("get alias", lambda: self.client.indices.get_alias(name=alias), idempotent=True)
-        names = sorted(found)
-        if len(names) != 1:
-            raise RampartError(
-                ErrorCode.FAILED_PRECONDITION,
-                f"the alias {alias} at {self.url} points at {len(names)} indexes ({', '.join(names)}); "
-                f"it must name one; fix it with {MIGRATE_HINT}",
-                alias=alias,
-            )
-        return str(names[0])
+        return alias_target(self.t, alias, f"it must name one; fix it with {MIGRATE_HINT}")
 
     def _create(self, name: str, body: dict[str, Any]) -> None:
         try:

@@ -23,7 +23,7 @@ from typing import Any
 from services.common.errors import ErrorCode, RampartError
 from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.opensearch_layout import SCHEMA_VERSION, chunks_body, documents_body, meta_body
-from services.retrieval.opensearch_transport import Transport, connect
+from services.retrieval.opensearch_transport import Transport, alias_target, connect
 
 GRACE_S = 2.0  # before deleting an old index: searches that resolved the alias just before the swap
 POLL_S = 0.5
@@ -89,17 +89,11 @@ def migrate(
 
 
 def _inspect(t: Transport, alias: str) -> Step:
-    if not t.call("find alias", lambda: t.client.indices.exists_alias(name=alias), idempotent=True):
+    old = alias_target(
+        t, alias, "point it at the one to keep (POST _aliases) and run `rampart index migrate` again"
+    )
+    if old is None:
         return Step(alias, None, None, None)
-    names = sorted(t.call("get alias", lambda: t.client.indices.get_alias(name=alias), idempotent=True))
-    if len(names) != 1:
-        raise RampartError(
-            ErrorCode.FAILED_PRECONDITION,
-            f"the alias {alias} at {t.url} points at {len(names)} indexes ({', '.join(names)}); point it at "
-            f"the one to keep (POST _aliases) and run `rampart index migrate` again",
-            alias=alias,
-        )
-    old = str(names[0])
     got = t.call("get mapping", lambda: t.client.indices.get_mapping(index=old), idempotent=True)
     meta = got[old]["mappings"].get("_meta", {}) or {}
     version = meta.get("rampart_schema")

@@ -264,3 +264,19 @@ def complete(resp: dict[str, Any], alias: str, url: str) -> None:
             "and check the cluster's health",
             index=alias,
         )
+
+
+def alias_target(t: Transport, alias: str, fix: str) -> str | None:
+    """The one index ``alias`` points at, ``None`` when there is no such alias. An alias over several
+    indexes is refused (FAILED_PRECONDITION) naming them and ``fix``: which one holds the data is a
+    decision for its operator, not a guess."""
+    if not t.call("find alias", lambda: t.client.indices.exists_alias(name=alias), idempotent=True):
+        return None
+    names = sorted(t.call("get alias", lambda: t.client.indices.get_alias(name=alias), idempotent=True))
+    if len(names) != 1:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"the alias {alias} at {t.url} points at {len(names)} indexes ({', '.join(names)}); {fix}",
+            alias=alias,
+        )
+    return str(names[0])

@@ -9,6 +9,9 @@ tests fail saying what to install, never skip. The first run assembles the node 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,4 +60,17 @@ def summary(config: pytest.Config) -> str | None:
     return (
         f"OpenSearch test node: assembled/checked in {times['assemble_s']:.1f} s, "
         f"green {times['green_s']:.1f} s after start"
+    )
+
+
+def rampart_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``rampart <args>`` in a child process with ``env`` over this one's (the CLI as a user runs it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli.main", *args],
+        env={**os.environ, **env},
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )

@@ -4,9 +4,7 @@ held; searches keep answering while it runs; the embedded backend says there is 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,8 +22,9 @@ from services.retrieval.opensearch_layout import SCHEMA_VERSION, chunks_body, do
 from services.retrieval.opensearch_migrate import migrate
 from services.retrieval.opensearch_node import OpenSearchNode
 from services.retrieval.opensearch_transport import connect
-from tests.conftest import REPO, flat
+from tests.conftest import flat
 from tests.contracts.search_index import ALICE, DIM, doc, ids, vec
+from tests.integration.opensearch_server import rampart_cli
 from tests.integration.test_opensearch_index import drop, settings_for
 
 V2_FIELDS = ("writer", "lease_until", "stale_cids")  # what layout v2 added to the documents index
@@ -82,15 +81,7 @@ def downgrade_to_v1(node: OpenSearchNode, prefix: str) -> None:
 
 
 def rampart(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", "index", *args],
-        env={**os.environ, **env},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    return rampart_cli(env, "index", *args)
 
 
 def test_an_index_of_the_previous_layout_is_refused_then_migrated(

@@ -4,14 +4,13 @@ with its data where the settings say)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from services.common.net import free_port
 from services.retrieval.opensearch_node import OpenSearchNode, node_info, running_pid
-from tests.conftest import REPO, flat
+from tests.conftest import flat
+from tests.integration.opensearch_server import rampart_cli
 
 
 def test_node_runs_opensearch_2_19_with_knn(opensearch: OpenSearchNode) -> None:
@@ -22,15 +21,7 @@ def test_node_runs_opensearch_2_19_with_knn(opensearch: OpenSearchNode) -> None:
 
 
 def rampart(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", "opensearch", *args],
-        env={**os.environ, **env},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    return rampart_cli(env, "opensearch", *args)
 
 
 def test_cli_up_status_down(tmp_path: Path) -> None:
