@@ -39,7 +39,7 @@ class Recorder(BaseHTTPRequestHandler):
     do_GET = do_POST = _answer  # noqa: N815
 
     def log_message(self, *args: Any) -> None:
-        pass
+        """Quiet: the test reads the recorded requests, not the server's access log."""
 
 
 @pytest.fixture()
