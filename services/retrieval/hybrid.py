@@ -9,18 +9,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import invalid
 from services.common.query_text import check_query
-from services.common.types import FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
+from services.common.types import Chunk, FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
-from services.retrieval.capabilities import Copies, check_reads
+from services.retrieval.capabilities import check_reads
 from services.retrieval.config import FusionSettings
 from services.retrieval.embedder import Embedder
-from services.retrieval.fusion import Bounds, fuse
+from services.retrieval.fusion import Bounds, Fused, fuse
 from services.retrieval.index import SearchIndex
 from services.retrieval.links.leads import copy_leads
 from services.retrieval.links.options import NO_LINKS, LinkOptions
@@ -159,30 +160,15 @@ class HybridRetriever:
         chunks = self.index.chunks([f.key for f in fused])
         if params.links.seeds > 0 and fused:
             t1 = time.perf_counter()
-            fused = self.links.apply(
-                query,
-                fused,
-                chunks,
-                principal,
-                params.links,
-                top_k=params.top_k,
-                filters=params.filters,
-                lists=lists,
-                fill=(lambda new: self._fill(query, vector, principal, lists, params.filters, new))
-                if params.fill_missing
-                else None,
-            )
+            fused = self._link(query, vector, fused, chunks, principal, params, lists)
             timings["link"] = (time.perf_counter() - t1) * 1000
         stored = check_reads(self.index).stored_vectors([f.key for f in fused]) if params.vectors else {}
-        copies: dict[int, Copies] = {}
-        leads: dict[int, list[str]] = {}
+        copied: dict[int, dict[str, Any]] = {}
         if params.copy_depth > 0:
             t1 = time.perf_counter()
-            head = [f.key for f in fused[: params.copy_depth] if f.key in chunks]
-            copies = check_reads(self.index).copy_cosines(
-                head, principal, COPY_LIMIT, expand=params.copy_expand
+            copied = self._copy_fields(
+                [f.key for f in fused[: params.copy_depth] if f.key in chunks], principal, params
             )
-            leads = copy_leads(copies, params.links.copy_leads, self.index.chunks)
             timings["copies"] = (time.perf_counter() - t1) * 1000
         raw = {name: dict(hits) for name, hits in lists.items()}
         rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
@@ -197,13 +183,8 @@ class HybridRetriever:
                 ranks={name: rank_of[name].get(f.key) for name in rank_of},
                 fused=f.score,
                 vector=[float(x) for x in stored[f.key]] if f.key in stored else None,
-                copy_cosines=copies[f.key].cosines if f.key in copies else None,
-                copy_neighbors=copies[f.key].neighbors
-                if f.key in copies and params.copy_expand > 0
-                else None,
-                copy_leads=leads.get(f.key),
                 arrival=f.key if params.copy_depth > 0 else None,
-                copy_arrivals=copies[f.key].arrivals if f.key in copies and copies[f.key].arrivals else None,
+                **copied.get(f.key, {}),
             )
             for f in fused
             if f.key in chunks
@@ -212,6 +193,50 @@ class HybridRetriever:
             (time.perf_counter() - t0) * 1000 - timings.get("copies", 0.0) - timings.get("link", 0.0)
         )
         return SearchOutcome(hits=hits, timings_ms=timings, candidates=found)
+
+    def _link(
+        self,
+        query: str,
+        vector: npt.NDArray[np.float32] | None,
+        fused: list[Fused],
+        chunks: dict[int, Chunk],
+        principal: Principal,
+        params: SearchParams,
+        lists: dict[str, list[tuple[int, float]]],
+    ) -> list[Fused]:
+        """The linked profile's link stream over ``fused`` (:class:`LinkStream`), pages joining the head
+        scored like every candidate when the search fills missing scores."""
+        return self.links.apply(
+            query,
+            fused,
+            chunks,
+            principal,
+            params.links,
+            top_k=params.top_k,
+            filters=params.filters,
+            lists=lists,
+            fill=(lambda new: self._fill(query, vector, principal, lists, params.filters, new))
+            if params.fill_missing
+            else None,
+        )
+
+    def _copy_fields(
+        self, head: list[int], principal: Principal, params: SearchParams
+    ) -> dict[int, dict[str, Any]]:
+        """The ``ScoredChunk`` fields of each of ``head``'s chunks that has a claim vector: its copy cosines
+        and, as ``params`` asks, their neighbors, the copies' write order and, for a linked tenant, the
+        names they open with (the fact-check's planted-copies signal)."""
+        copies = check_reads(self.index).copy_cosines(head, principal, COPY_LIMIT, expand=params.copy_expand)
+        leads = copy_leads(copies, params.links.copy_leads, self.index.chunks)
+        return {
+            cid: {
+                "copy_cosines": c.cosines,
+                "copy_neighbors": c.neighbors if params.copy_expand > 0 else None,
+                "copy_leads": leads.get(cid),
+                "copy_arrivals": c.arrivals or None,
+            }
+            for cid, c in copies.items()
+        }
 
     def _fill(
         self,
