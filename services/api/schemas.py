@@ -16,8 +16,8 @@ from pydantic_core import PydanticCustomError
 from services.common.types import Document, FusionMethod, Name, SearchFilters, Strict
 from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
+from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.fusion import weights_problem
-from services.retrieval.links.options import MAX_BACKLINKS, MAX_LINK_SEEDS
 
 
 class ErrorBody(BaseModel):
