@@ -249,3 +249,10 @@ class ScoredChunk(BaseModel):
         description="Parallel to copy_cosines: the write order of each of those closest chunks "
         "(internal; null = not asked or not known)",
     )
+    copy_overlaps: list[float] | None = Field(
+        default=None,
+        exclude=True,
+        description="For the first len(copy_overlaps) entries of copy_cosines (those at or above the "
+        "search's copy_overlap): the word overlap of that chunk's text with this one's (internal; null = "
+        "not asked)",
+    )

@@ -379,6 +379,7 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
                 values=s.copy_cosines,
                 neighbors=[pb.CopyCosines(values=n) for n in s.copy_neighbors or []],
                 arrivals=s.copy_arrivals or [],
+                overlaps=s.copy_overlaps or [],
             )
         )
     if s.arrival is not None:
@@ -403,6 +404,9 @@ def scored_chunk_from_pb(m: pb.ScoredChunk, copy_leads: list[str] | None = None)
         arrival=m.arrival if m.HasField("arrival") else None,
         copy_arrivals=list(m.copy_cosines.arrivals)
         if m.HasField("copy_cosines") and m.copy_cosines.arrivals
+        else None,
+        copy_overlaps=list(m.copy_cosines.overlaps)
+        if m.HasField("copy_cosines") and m.copy_cosines.overlaps
         else None,
     )
 
@@ -443,6 +447,7 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
         vectors=p.vectors,
         copy_depth=p.copy_depth,
         copy_expand=p.copy_expand,
+        copy_overlap=p.copy_overlap,
     )
     filters = filters_to_pb(p.filters)
     if filters is not None:
@@ -472,12 +477,9 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
             raise invalid(f"{name} = {value} must be {bound}", field=name, value=value)
-    if not 0.0 <= m.copy_expand <= 1.0:
-        raise invalid(
-            f"copy_expand = {m.copy_expand} must be within 0..1 (0 = none)",
-            field="copy_expand",
-            value=m.copy_expand,
-        )
+    for name, cosine in (("copy_expand", m.copy_expand), ("copy_overlap", m.copy_overlap)):
+        if not 0.0 <= cosine <= 1.0:
+            raise invalid(f"{name} = {cosine} must be within 0..1 (0 = none)", field=name, value=cosine)
     problem = weights_problem(dict(m.weights))
     if problem is not None:
         raise invalid(problem[1], field=problem[0])
@@ -496,6 +498,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         vectors=m.vectors,
         copy_depth=m.copy_depth,
         copy_expand=m.copy_expand,
+        copy_overlap=m.copy_overlap,
         links=link_wire.options_from_pb(m.links if m.HasField("links") else None),
     )
     return m.query, principal_from_pb(m.principal), params

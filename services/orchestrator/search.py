@@ -47,6 +47,7 @@ class FactCheckOptions:
     copies: bool = False  # ask the index for claim-vector near-copies of the judged results
     copy_expand: float = 0.0  # and for the near-copies of their closest copies at this cosine (0 = no)
     copy_leads: float = 0.0  # and the opening name of their closest copies at this cosine (0 = no)
+    copy_overlap: float = 0.0  # and the word overlap with their closest copies at this cosine (0 = no)
     # the rules that read document titles apply (FactChecker.check); cleared for a generic corpus
     linked: bool = True
 
@@ -123,6 +124,9 @@ class SearchPipeline:
             copies=d.copy_min_docs > 0,
             copy_expand=d.copy_border_threshold if d.copy_min_docs > 0 else 0.0,
             copy_leads=d.copy_threshold if d.copy_min_docs > 0 and d.copy_subjects else 0.0,
+            copy_overlap=d.copy_threshold
+            if d.copy_min_docs > 0 and d.arrival_order and d.copy_planting
+            else 0.0,
         )
 
     def linked(self, principal: Principal) -> bool:
@@ -162,6 +166,7 @@ class SearchPipeline:
             vectors=True,
             copy_depth=max(params.copy_depth, copy_depth),
             copy_expand=max(params.copy_expand, fc.copy_expand if copy_depth else 0.0),
+            copy_overlap=max(params.copy_overlap, fc.copy_overlap if copy_depth else 0.0),
             links=replace(
                 params.links, copy_leads=max(params.links.copy_leads, fc.copy_leads if copy_depth else 0.0)
             ),

@@ -20,6 +20,7 @@ from services.common.types import Chunk, FusionMethod, Principal, Retriever, Sco
 from services.common.verdicts import Judgement
 from services.retrieval.capabilities import check_reads
 from services.retrieval.config import FusionSettings
+from services.retrieval.copy_overlap import copy_overlaps
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, Fused, fuse
 from services.retrieval.index import SearchIndex
@@ -52,6 +53,9 @@ class SearchParams:
     # > 0: their closest other documents at this cosine or above also get their own copy cosines
     # (``copy_neighbors``: the planted-copies rule's border members)
     copy_expand: float = 0.0
+    # > 0: their closest other documents at this cosine or above also get the word overlap of their
+    # text with the result's (``copy_overlaps``: an edited copy of an older passage shares most words)
+    copy_overlap: float = 0.0
     # the linked corpus profile's extension (link stream, back-links, copy leads); none by default
     links: LinkOptions = NO_LINKS
 
@@ -166,9 +170,8 @@ class HybridRetriever:
         copied: dict[int, dict[str, Any]] = {}
         if params.copy_depth > 0:
             t1 = time.perf_counter()
-            copied = self._copy_fields(
-                [f.key for f in fused[: params.copy_depth] if f.key in chunks], principal, params
-            )
+            head = [f.key for f in fused[: params.copy_depth] if f.key in chunks]
+            copied = self._copy_fields(head, principal, params, chunks)
             timings["copies"] = (time.perf_counter() - t1) * 1000
         raw = {name: dict(hits) for name, hits in lists.items()}
         rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
@@ -221,19 +224,22 @@ class HybridRetriever:
         )
 
     def _copy_fields(
-        self, head: list[int], principal: Principal, params: SearchParams
+        self, head: list[int], principal: Principal, params: SearchParams, chunks: dict[int, Chunk]
     ) -> dict[int, dict[str, Any]]:
         """The ``ScoredChunk`` fields of each of ``head``'s chunks that has a claim vector: its copy cosines
-        and, as ``params`` asks, their neighbors, the copies' write order and, for a linked tenant, the
-        names they open with (the fact-check's planted-copies signal)."""
+        and, as ``params`` asks, their neighbors, the copies' write order, how many words each copy shares
+        with the chunk (``chunks`` holds the head's) and, for a linked tenant, the names they open with
+        (the fact-check's planted-copies signal)."""
         copies = check_reads(self.index).copy_cosines(head, principal, COPY_LIMIT, expand=params.copy_expand)
         leads = copy_leads(copies, params.links.copy_leads, self.index.chunks)
+        overlaps = copy_overlaps(copies, params.copy_overlap, chunks, self.index.chunks)
         return {
             cid: {
                 "copy_cosines": c.cosines,
                 "copy_neighbors": c.neighbors if params.copy_expand > 0 else None,
                 "copy_leads": leads.get(cid),
                 "copy_arrivals": c.arrivals or None,
+                "copy_overlaps": overlaps.get(cid),
             }
             for cid, c in copies.items()
         }

@@ -305,3 +305,25 @@ def test_copy_leads_travel_over_grpc_as_local(tmp_path: Path, embedder: Embedder
         others = {f"{y} Colorado Buffaloes" for y in ("2009", "2010", "2011") if y != year}
         assert names is not None and set(names) == others, doc_id  # the other two seasons, by name
     assert all(h.copy_leads is None and h.copy_cosines for h in plain.hits)  # not asked: cosines only
+
+
+def test_copy_overlaps_tell_an_edit_from_a_sibling(tmp_path: Path, embedder: Embedder) -> None:
+    """The search reports how many words each close copy shares with the hit (core, every profile):
+    an edited copy most, a template sibling fewer; over gRPC exactly as in-process; none unless asked."""
+    edited = SEASONS[0][3].replace("Folsom Field", "Mile High Stadium")
+    corpus = [*SEASONS, ("edit", "2009 season (edited)", ["*"], edited)]
+    local = EmbeddedIndex.open(tmp_path / "edits", dim=embedder.dim)
+    local.write(writes(embedder, local, corpus))
+    asked = replace(params(4, 0), copy_depth=4, copy_overlap=0.8)
+    with served(tmp_path, embedder, corpus) as remote:
+        want = HybridRetriever(local, embedder).search(SEASON_Q, ALICE, asked)
+        got = remote.search(SEASON_Q, ALICE, asked)
+        plain = remote.search(SEASON_Q, ALICE, replace(asked, copy_overlap=0.0))
+    local.close()
+    assert [h.copy_overlaps for h in got.hits] == [h.copy_overlaps for h in want.hits]
+    by_doc = {h.chunk.doc_id: h for h in got.hits}
+    edit = by_doc["edit"]
+    assert edit.copy_overlaps is not None and edit.copy_arrivals is not None
+    closest = edit.copy_overlaps[0]  # its closest copy is the season page it edits
+    assert closest > 0.5 and all(o < closest for o in edit.copy_overlaps[1:])
+    assert all(h.copy_overlaps is None and h.copy_cosines for h in plain.hits)

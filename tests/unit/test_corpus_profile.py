@@ -329,3 +329,22 @@ def test_the_attack_stages_follow_the_eval_tenant_s_profile() -> None:
         links = (params.links.seeds, params.links.backlinks, params.links.copy_leads > 0)
         assert links == ((3, 2, True) if want else (0, 0, False)), profile
         assert told.linked == [want], profile
+
+
+def test_copy_overlaps_are_asked_for_only_with_copy_planting() -> None:
+    """The search reads the close copies' text (their word overlap) only when the check will use it:
+    off by default, nothing extra is read."""
+    asked: dict[bool, float] = {}
+    for on in (False, True):
+        settings = FactCheckSettings(min_keep=1, copy_planting=on)
+        checker = InProcessFactChecker(Words(), settings)  # type: ignore[arg-type]
+        recorder = Recorder([scored("a", "aspirin text", 1.0)])
+        try:
+            pipeline = SearchPipeline(
+                recorder, FusionSettings(), factcheck=FactCheckStage(checker), factcheck_defaults=settings
+            )
+            pipeline.search(Q, PAPERS, pipeline.params(top_k=3))
+        finally:
+            checker.close()
+        asked[on] = recorder.params[-1].copy_overlap
+    assert asked == {False: 0.0, True: FactCheckSettings().copy_threshold}

@@ -204,9 +204,10 @@ def test_scored_chunk_copy_neighbors_round_trip() -> None:
         copy_neighbors=[[0.9, 0.85, 0.1]],
         arrival=2**40,
         copy_arrivals=[3, 2**41],
+        copy_overlaps=[0.875],
     )
     back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(s)))  # type: ignore[arg-type]
-    assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s
+    assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s and back.copy_overlaps == [0.875]
     assert (back.arrival, back.copy_arrivals) == (2**40, [3, 2**41])
     plain = wire.scored_chunk_from_pb(
         bytes_trip(wire.scored_chunk_to_pb(ScoredChunk(chunk=CHUNK, scores={}, fused=0.1)))
@@ -242,6 +243,7 @@ def test_search_request_round_trip_every_param() -> None:
             "vectors": True,
             "copy_depth": 5,
             "copy_expand": 0.7,
+            "copy_overlap": 0.8,
             "links": LinkOptions(seeds=3, head=30, backlinks=2, copy_leads=0.8),
         }
     )
@@ -286,6 +288,7 @@ def test_outcome_round_trip() -> None:
         (lambda m: setattr(m, "copy_depth", -1), "copy_depth", "copy_depth = -1"),
         (lambda m: setattr(m, "copy_depth", 1001), "copy_depth", "copy_depth = 1001"),
         (lambda m: setattr(m, "copy_expand", 1.2), "copy_expand", "copy_expand = 1.2"),
+        (lambda m: setattr(m, "copy_overlap", -0.1), "copy_overlap", "copy_overlap = -0.1"),
         (lambda m: setattr(m.links, "copy_leads", -0.5), "copy_leads", "copy_leads = -0.5"),
         (lambda m: setattr(m.links, "seeds", -1), "link_seeds", "link_seeds = -1"),
         (lambda m: setattr(m.links, "seeds", 21), "link_seeds", "link_seeds = 21"),

@@ -655,6 +655,7 @@ class CopyCosines(_message.Message):
     NEIGHBORS_FIELD_NUMBER: _builtins.int
     ARRIVALS_FIELD_NUMBER: _builtins.int
     OTHERS_FIELD_NUMBER: _builtins.int
+    OVERLAPS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Cosines, highest first."""
@@ -678,6 +679,14 @@ class CopyCosines(_message.Message):
         opens with).
         """
 
+    @_builtins.property
+    def overlaps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """When asked for (`SearchRequest.copy_overlap`): the Jaccard overlap of the word sets of this chunk
+        and each of the first `len(overlaps)` closest chunks (those at or above that cosine), parallel to
+        `values`: an edited copy of one passage shares most of its words, another document on the same
+        subject few.
+        """
+
     def __init__(
         self,
         *,
@@ -685,10 +694,11 @@ class CopyCosines(_message.Message):
         neighbors: _abc.Iterable[Global___CopyCosines] | None = ...,
         arrivals: _abc.Iterable[_builtins.int] | None = ...,
         others: _abc.Iterable[_builtins.int] | None = ...,
+        overlaps: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "neighbors", b"neighbors", "others", b"others", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "neighbors", b"neighbors", "others", b"others", "overlaps", b"overlaps", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

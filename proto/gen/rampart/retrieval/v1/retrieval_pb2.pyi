@@ -148,6 +148,7 @@ class SearchRequest(_message.Message):
     COPY_DEPTH_FIELD_NUMBER: _builtins.int
     COPY_EXPAND_FIELD_NUMBER: _builtins.int
     LINKS_FIELD_NUMBER: _builtins.int
+    COPY_OVERLAP_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -167,6 +168,10 @@ class SearchRequest(_message.Message):
     copy_expand: _builtins.float
     """0 = none; else 0..1: those hits' closest chunks at this cosine or above also get their own
     copy cosines (`ScoredChunk.copy_cosines.neighbors`).
+    """
+    copy_overlap: _builtins.float
+    """0 = none; else 0..1: those hits' closest chunks at this cosine or above also get the word overlap
+    of their text with the hit's (`ScoredChunk.copy_cosines.overlaps`): an edited copy shares most.
     """
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
@@ -205,10 +210,11 @@ class SearchRequest(_message.Message):
         copy_depth: _builtins.int = ...,
         copy_expand: _builtins.float = ...,
         links: _links_pb2.LinkOptions | None = ...,
+        copy_overlap: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "links", b"links", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "fill_missing", b"fill_missing", "filters", b"filters", "links", b"links", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "copy_overlap", b"copy_overlap", "fill_missing", b"fill_missing", "filters", b"filters", "links", b"links", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
