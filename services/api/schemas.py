@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 from pydantic_core import PydanticCustomError
 
-from services.common.types import Document, FusionMethod, Name, SearchFilters, Strict
+from services.common.types import Document, FusionMethod, MetadataValue, Name, SearchFilters, Strict
 from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
 from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
@@ -30,6 +30,23 @@ class DocumentIn(Document):
     tenant: Name | None = Field(  # type: ignore[assignment]
         default=None, description="Defaults to the caller's tenant; any other tenant is refused (403)."
     )
+    source: str = Field(
+        default="",
+        max_length=2048,
+        description="Where it came from (URL, path). A key bound to a source namespace (`rampart keys "
+        "create --source`) may only send sources under it (else 403); omitted, the key's namespace is used.",
+    )
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="Free key-value metadata. The key 'trust' is refused (400): trust comes from the writing "
+        "key (`rampart keys create --trust untrusted`), never from the request.",
+        json_schema_extra={"not": {"required": ["trust"]}},
+    )
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"] = Field(description="Only ready or not (503); details at /v1/readiness")
 
 
 class IngestRequest(Strict):
