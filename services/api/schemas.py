@@ -92,8 +92,23 @@ class FusionOptions(Strict):
         "linked corpus profile only",
     )
     bounds: dict[str, BoundsIn] | None = Field(
-        default=None, description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}'
+        default=None,
+        description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}; not for bm25 '
+        "(fixed bounds would put raw BM25, whose scale carries corpus statistics, into the fused score)",
+        json_schema_extra={"not": {"required": ["bm25"]}},
     )
+
+    @field_validator("bounds")
+    @classmethod
+    def _no_bm25_bounds(cls, bounds: dict[str, BoundsIn] | None) -> dict[str, BoundsIn] | None:
+        """Raw BM25 may not reach a response: fixed bounds would scale the fused score by it."""
+        if bounds is not None and "bm25" in bounds:
+            raise PydanticCustomError(
+                "bm25_bounds",
+                "fixed bounds on bm25 are refused: the fused score would reveal raw BM25, whose scale "
+                "carries corpus statistics; drop bounds.bm25 (its min-max uses this query's own scores)",
+            )
+        return bounds
 
     @field_validator("weights")
     @classmethod
@@ -200,7 +215,9 @@ class SearchHit(BaseModel):
     source: str
     version: int
     scores: dict[str, float | None] = Field(
-        description="Raw score per retriever, and the cross-encoder logit under 'rerank' if reranked"
+        description="Score per retriever: 'bm25' relative to the best BM25 score among these results (0-1; "
+        "raw BM25 would carry other tenants' corpus statistics), 'dense' the cosine, and the cross-encoder "
+        "logit under 'rerank' if reranked"
     )
     ranks: dict[str, int | None] = Field(description="Rank in each retriever's own list (null: not found)")
     fused: float = Field(description="Final ranking score (after reranking for the reranked top results)")

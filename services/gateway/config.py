@@ -117,5 +117,10 @@ class GatewaySettings(BaseModel):
     readiness_details_scope: str = Field(
         default="admin", description="Scope a key needs to read the per-stage readiness at /v1/readiness"
     )
+    readiness_details_from_loopback: bool = Field(
+        default=True,
+        description="Give /readyz's per-stage details to callers on 127.0.0.1/::1 (the stack's readiness "
+        "wait); set false behind a reverse proxy on the same host",
+    )
     oidc: OidcSettings = OidcSettings()
     audit: AuditSettings = AuditSettings()

@@ -38,19 +38,6 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
     router = APIRouter(tags=["documents"], responses=ERROR_RESPONSES)
     max_batch = backends.settings.gateway.max_batch_documents
 
-    def event(request: Request, c: Caller, action: str, outcome: str, ids: list[str]) -> AuditEvent:
-        return AuditEvent(
-            action=action,
-            outcome=outcome,
-            tenant=c.principal.tenant,
-            user=c.principal.user,
-            credential=c.credential,
-            client=c.client,
-            request_id=request.state.request_id,
-            trace_id=current_trace_id(),
-            doc_ids=ids,
-        )
-
     async def readable(request: Request, c: Caller, action: str, doc_id: str) -> DocumentStatus | None:
         """The document's status if the caller may read it; 404 (audited as denied) if it may not."""
         st = await run_in_threadpool(backends.ingestor.status, c.principal.tenant, doc_id)
@@ -120,6 +107,21 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
         return DeleteResponse(id=doc_id, deleted=True)
 
     return router
+
+
+def event(request: Request, c: Caller, action: str, outcome: str, ids: list[str]) -> AuditEvent:
+    """The audit event of a document request by ``c``."""
+    return AuditEvent(
+        action=action,
+        outcome=outcome,
+        tenant=c.principal.tenant,
+        user=c.principal.user,
+        credential=c.credential,
+        client=c.client,
+        request_id=request.state.request_id,
+        trace_id=current_trace_id(),
+        doc_ids=ids,
+    )
 
 
 def not_found(doc_id: str, tenant: str) -> RampartError:

@@ -5,7 +5,10 @@ Why the split: the details name stages, models, index sizes and, when a stage is
 was reached at and why it failed: a map of the deployment for whoever can reach the port. A load
 balancer or kubelet needs one bit. The details go to a caller with ``gateway.readiness_details_scope``
 (admin by default) or to the stack's own tooling, which proves itself with the deployment's internal
-token (``remote.internal_token``, the header the orchestrator already checks).
+token (``remote.internal_token``, the header the orchestrator already checks) or, while
+``gateway.readiness_details_from_loopback`` is on, by calling from the same host (``rampart stack up``
+waits on ``/readyz`` from 127.0.0.1 and reads each stage; a reverse proxy on the same host makes every
+caller look local, so turn it off there).
 """
 
 from __future__ import annotations
@@ -25,11 +28,22 @@ from services.gateway.access import Access, require
 from services.gateway.backends import GatewayBackends
 from services.gateway.errors import ERROR_RESPONSES
 
+LOOPBACK = ("127.0.0.1", "::1")
+
 
 def health_router(backends: GatewayBackends, access: Access) -> APIRouter:
     router = APIRouter(tags=["ops"])
     token = backends.settings.remote.internal_token
     secret = token.get_secret_value().encode() if token is not None else None
+
+    from_loopback = backends.settings.gateway.readiness_details_from_loopback
+
+    def trusted(request: Request) -> bool:
+        given = request.headers.get(INTERNAL_TOKEN_HEADER, "").encode()
+        if secret is not None and given and hmac.compare_digest(given, secret):
+            return True
+        host = request.client.host if request.client is not None else ""
+        return from_loopback and host in LOOPBACK
 
     @router.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -40,8 +54,7 @@ def health_router(backends: GatewayBackends, access: Access) -> APIRouter:
     async def readyz(request: Request) -> Any:
         """Readiness: ``{"status": "ready"}`` when the pipeline can serve, else 503. The per-stage
         details are at ``/v1/readiness`` (authenticated)."""
-        given = request.headers.get(INTERNAL_TOKEN_HEADER, "").encode()
-        if secret is not None and given and hmac.compare_digest(given, secret):
+        if trusted(request):
             return await backends.readiness()  # the stack's own readiness wait reads the stages
         try:
             await backends.readiness()

@@ -418,10 +418,15 @@ class DocStore:
             rows = self._db.execute("SELECT cid FROM chunks ORDER BY cid").fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def length_stats(self) -> tuple[int, int]:
-        """``(chunk count, total analysed tokens)`` for BM25's average length."""
+    def length_stats(self, tenant: str | None = None) -> tuple[int, int]:
+        """``(chunk count, total analysed tokens)`` for BM25's average length: the index's, or one
+        tenant's (per-tenant statistics)."""
+        where, args = ("WHERE tenant=?", (tenant,)) if tenant is not None else ("", ())
         with self._lock:
-            n, total = self._db.execute("SELECT count(*), coalesce(sum(token_len), 0) FROM chunks").fetchone()
+            n, total = self._db.execute(
+                f"SELECT count(*), coalesce(sum(token_len), 0) FROM chunks {where}",
+                args,
+            ).fetchone()
         return int(n), int(total)
 
     def get_meta(self, key: str) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 import uvicorn
@@ -262,6 +263,16 @@ def test_readyz_says_only_ready_and_details_need_auth(runtime: Runtime, tmp_path
             "schema"
         ]
         assert ready_schema["$ref"].endswith("/Readiness")
+
+
+def test_readyz_details_for_local_callers_only_while_allowed(runtime: Runtime, tmp_path: Path) -> None:
+    """Over a real socket from 127.0.0.1 (as `rampart stack up` waits) the stages are shown; with
+    readiness_details_from_loopback off, a local caller gets one bit like everyone else."""
+    keys = ApiKeyStore(tmp_path / "k.json")
+    with served(app_with(runtime, keys)) as port:
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).json()["ingest"] == "ready"
+    with served(app_with(runtime, keys, readiness_details_from_loopback=False)) as port:
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).json() == {"status": "ready"}
 
 
 # ---- write ACL and provenance --------------------------------------------------------------------
