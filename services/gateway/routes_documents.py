@@ -70,13 +70,16 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
             audit.record(event(request, c, "ingest", "denied", hidden))
             raise not_found(hidden[0], who.tenant)
         results = await run_in_threadpool(backends.ingestor.ingest, docs)
-        audit.record(event(request, c, "ingest", "ok", [d.id for d in docs]))
-        return IngestResponse(
+        response = IngestResponse(
             results=results,
             indexed=sum(r.outcome is Outcome.INDEXED for r in results),
             unchanged=sum(r.outcome is Outcome.UNCHANGED for r in results),
             failed=sum(r.outcome in (Outcome.FAILED, Outcome.REJECTED) for r in results),
         )
+        done = event(request, c, "ingest", "ok", [d.id for d in docs])
+        done.detail = f"indexed={response.indexed} unchanged={response.unchanged} failed={response.failed}"
+        audit.record(done)
+        return response
 
     @router.get(
         "/v1/documents/{doc_id}/status", response_model=DocumentStatus, response_model_exclude={"readers"}

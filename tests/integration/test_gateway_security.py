@@ -369,6 +369,7 @@ def test_audit_log_records_who_read_what_without_text(runtime: Runtime, tmp_path
     assert "salary bands L3" not in text and "120k" not in text and writer not in text
     ingest, search = (json.loads(line) for line in text.splitlines())
     assert ingest["action"] == "ingest" and ingest["doc_ids"] == ["bands", "leave"]
+    assert ingest["detail"] == "indexed=2 unchanged=0 failed=0"
     assert ingest["credential"] == f"key:{wrec.id}" and ingest["client"] == "testclient"
     assert search["action"] == "search" and search["tenant"] == "acme" and search["user"] == "ops"
     assert search["doc_ids"] == list(dict.fromkeys(r["doc_id"] for r in found["results"]))

@@ -9,7 +9,7 @@ import pytest
 from services.common.errors import ErrorCode, RampartError
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
-from services.gateway.rate_limit import InMemoryLimiter
+from services.gateway.rate_limit import InMemoryLimiter, RedisLimiter
 
 WHO = Principal(tenant="acme", user="alice", groups=["eng"], scopes=["search"])
 
@@ -125,3 +125,13 @@ def test_principal_acl_tokens() -> None:
     assert WHO.acl_tokens() == ["g:*", "g:eng", "u:alice"]
     assert WHO.can("search") and not WHO.can("ingest")
     assert Principal(tenant="t", user="u", scopes=["admin"]).can("ingest")
+
+
+def test_redis_password_never_reaches_a_message() -> None:
+    """The limiter's errors name the Redis they could not reach, without its password (errors end up
+    in logs and in 503 bodies)."""
+    limiter = RedisLimiter("redis://gateway:hunter2@127.0.0.1:1/0", timeout_s=0.2)  # nothing listens on 1
+    with pytest.raises(RampartError) as err:
+        limiter.check()
+    assert err.value.code is ErrorCode.UNAVAILABLE
+    assert "redis://gateway:***@127.0.0.1:1/0" in err.value.message and "hunter2" not in err.value.message
