@@ -31,6 +31,12 @@ class OidcSettings(BaseModel):
     )
     jwks_timeout_s: float = Field(default=5.0, gt=0.0, le=60.0, description="Timeout of one JWKS fetch")
     jwks_cache_s: float = Field(default=300.0, ge=0.0, description="How long a fetched JWKS is reused")
+    jwks_refetch_s: float = Field(
+        default=30.0,
+        ge=0.0,
+        description="Shortest time between two fetches for an unknown kid (tokens with random kids cannot "
+        "make the gateway hammer the provider)",
+    )
     algorithms: list[str] = Field(
         default_factory=lambda: ["RS256", "ES256", "PS256", "EdDSA"],
         description="Accepted signature algorithms (asymmetric only: 'none' and HS* are refused)",

@@ -9,7 +9,7 @@ application must not open this one), ``exp`` (required; a stolen token dies), ``
 
 Keys come from a JWKS file (re-read when it changes) or URL: fetched on first use with a timeout (a
 slow provider must not hang requests), cached for ``jwks_cache_s``, and fetched again when a token
-names a ``kid`` the cache lacks (the provider rotated its keys) at most every ``MIN_REFETCH_S``, so
+names a ``kid`` the cache lacks (the provider rotated its keys) at most every ``jwks_refetch_s``, so
 tokens with random ``kid`` s cannot turn the gateway into a load generator against the provider.
 
 Usage: ``OidcVerifier(settings.gateway.oidc).principal(token)`` -> :class:`Principal` or 401.
@@ -30,8 +30,6 @@ from pydantic import ValidationError
 from services.common.errors import ErrorCode, RampartError
 from services.common.types import Principal
 from services.gateway.config import OidcSettings
-
-MIN_REFETCH_S = 30.0
 
 
 def looks_like_jwt(token: str) -> bool:
@@ -57,7 +55,7 @@ class JwksSource:
         with self._lock:
             self._refresh(force=False)
             found = self._pick(kid)
-            if found is None and time.monotonic() - self._loaded_at >= MIN_REFETCH_S:
+            if found is None and time.monotonic() - self._loaded_at >= self.settings.jwks_refetch_s:
                 self._refresh(force=True)  # a kid we do not know: the provider may have rotated
                 found = self._pick(kid)
         if found is None:

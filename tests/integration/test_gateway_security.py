@@ -406,13 +406,15 @@ class Idp:
 
 
 @contextlib.contextmanager
-def jwks_server(idp: Idp) -> Iterator[tuple[str, list[str]]]:
-    """The JWKS over a real HTTP server on loopback; yields its URL and the paths it was asked for."""
+def jwks_server(idp: Idp, delay_s: float = 0.0) -> Iterator[tuple[str, list[str]]]:
+    """The JWKS over a real HTTP server on loopback (answering after ``delay_s``); yields its URL and
+    the paths it was asked for. It serves ``idp.jwks`` as it is at each request (rotation)."""
     hits: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             hits.append(self.path)
+            time.sleep(delay_s)
             body = json.dumps(idp.jwks).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -491,6 +493,33 @@ def test_oidc_jwks_file_and_rotation(runtime: Runtime, tmp_path: Path) -> None:
         )
         jwks.write_text(json.dumps({"keys": old.jwks["keys"] + new.jwks["keys"]}))
         assert client.post("/v1/search", json=body, headers=auth(new.token())).status_code == 200
+
+
+def test_oidc_jwks_url_rotation_and_timeout(runtime: Runtime, tmp_path: Path) -> None:
+    """A token with a kid the cached JWKS lacks fetches it again (the provider rotated); a provider that
+    does not answer within jwks_timeout_s is a 503 naming the URL, not a hung request."""
+    idp = Idp("k1")
+    body = {"query": "x", "rerank": {"enabled": False}}
+    with jwks_server(idp) as (url, hits):
+        oidc = OidcSettings(
+            issuer=ISSUER, audience=AUDIENCE, jwks_url=url, default_tenant="acme", jwks_refetch_s=0.0
+        )
+        with TestClient(app_with(runtime, ApiKeyStore(tmp_path / "k.json"), oidc=oidc)) as client:
+            assert client.post("/v1/search", json=body, headers=auth(idp.token())).status_code == 200
+            rotated = Idp("k2")
+            idp.jwks = {"keys": idp.jwks["keys"] + rotated.jwks["keys"]}  # the provider publishes k2
+            assert client.post("/v1/search", json=body, headers=auth(rotated.token())).status_code == 200
+            assert len(hits) == 2
+    slow = Idp("k1")
+    with jwks_server(slow, delay_s=3.0) as (url, _):
+        oidc = OidcSettings(
+            issuer=ISSUER, audience=AUDIENCE, jwks_url=url, default_tenant="acme", jwks_timeout_s=0.3
+        )
+        with TestClient(app_with(runtime, ApiKeyStore(tmp_path / "k.json"), oidc=oidc)) as client:
+            started = time.monotonic()
+            r = client.post("/v1/search", json=body, headers=auth(slow.token()))
+            assert time.monotonic() - started < 2.5
+            assert r.status_code == 503 and f"could not fetch the JWKS from {url}" in r.json()["message"]
 
 
 def test_oidc_settings_name_what_is_missing() -> None:
