@@ -13,7 +13,16 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 from pydantic_core import PydanticCustomError
 
-from services.common.types import Document, FusionMethod, MetadataValue, Name, SearchFilters, Strict
+from services.common.types import (
+    Document,
+    DocumentState,
+    DocumentStatus,
+    FusionMethod,
+    MetadataValue,
+    Name,
+    SearchFilters,
+    Strict,
+)
 from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
 from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
@@ -43,6 +52,23 @@ class DocumentIn(Document):
         "key (`rampart keys create --trust untrusted`), never from the request.",
         json_schema_extra={"not": {"required": ["trust"]}},
     )
+
+
+class DocumentStatusOut(BaseModel):
+    """A document's ingest state as the API returns it (the stored ACL stays inside: the write ACL
+    reads it, callers do not)."""
+
+    id: str
+    tenant: str
+    version: int
+    state: DocumentState
+    chunks: int = 0
+    error: str | None = None
+    updated_at: float
+
+    @classmethod
+    def of(cls, status: DocumentStatus) -> DocumentStatusOut:
+        return cls.model_validate(status.model_dump(exclude={"readers"}))
 
 
 class Readiness(BaseModel):

@@ -18,7 +18,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
-from services.api.schemas import DeleteResponse, DocumentIn, IngestRequest, IngestResponse
+from services.api.schemas import (
+    DeleteResponse,
+    DocumentIn,
+    DocumentStatusOut,
+    IngestRequest,
+    IngestResponse,
+)
 from services.common.errors import ErrorCode, RampartError
 from services.common.otel import current_trace_id
 from services.common.types import DocumentStatus, Principal
@@ -81,12 +87,10 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
         audit.record(done)
         return response
 
-    @router.get(
-        "/v1/documents/{doc_id}/status", response_model=DocumentStatus, response_model_exclude={"readers"}
-    )
+    @router.get("/v1/documents/{doc_id}/status", response_model=DocumentStatusOut)
     async def status(
         doc_id: str, request: Request, c: Caller = Depends(access.caller("status"))
-    ) -> DocumentStatus:
+    ) -> DocumentStatusOut:
         """Ingest state of a document in the caller's tenant that the caller may read (needs the
         ingest scope)."""
         require(c.principal, "ingest")
@@ -94,7 +98,7 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
         if st is None:
             raise not_found(doc_id, c.principal.tenant)
         audit.record(event(request, c, "status", "ok", [doc_id]))
-        return st
+        return DocumentStatusOut.of(st)
 
     @router.delete("/v1/documents/{doc_id}", response_model=DeleteResponse)
     async def delete(

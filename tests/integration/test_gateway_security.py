@@ -302,6 +302,8 @@ def test_write_acl_two_ingest_keys_of_one_tenant(runtime: Runtime, tmp_path: Pat
         )  # batch refused whole
         mine = client.get("/v1/documents/bands/status", headers=auth(hr)).json()
         assert mine["version"] == 1 and mine["state"] == "indexed" and "readers" not in mine
+        status_schema = client.get("/openapi.json").json()["components"]["schemas"]["DocumentStatusOut"]
+        assert "readers" not in status_schema["properties"]  # the OpenAPI says what is returned
         found = client.post(
             "/v1/search", json={"query": "L3 earns", "rerank": {"enabled": False}}, headers=auth(hr)
         ).json()
