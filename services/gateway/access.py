@@ -15,6 +15,7 @@ Nothing past this module sees a key or a token; routes get a :class:`Caller`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,9 +25,12 @@ from services.common import telemetry
 from services.common.errors import ErrorCode, RampartError
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
+from services.gateway.audit import AuditEvent, AuditSink, NoAudit
 from services.gateway.config import DEFAULT_COSTS, Action, GatewaySettings
 from services.gateway.oidc import OidcVerifier, looks_like_jwt
 from services.gateway.rate_limit import Limiter
+
+_KEY_ID = re.compile(r"[0-9a-f]{1,32}")
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,13 @@ class Access:
         settings: GatewaySettings,
         limiter: Limiter,
         oidc: OidcVerifier | None = None,
+        audit: AuditSink | None = None,
     ) -> None:
         self.keys = keys
         self.settings = settings
         self.limiter = limiter
         self.oidc = oidc
+        self.audit = audit if audit is not None else NoAudit()
         self.costs: dict[Action, int] = {**DEFAULT_COSTS, **settings.costs}
 
     def caller(self, action: Action) -> Callable[[Request], Caller]:
@@ -73,6 +79,7 @@ class Access:
             if exc.code is ErrorCode.UNAUTHENTICATED:
                 anon_rate = self.settings.anonymous_rate_limit_per_minute
                 ok, wait = self.limiter.take(f"ip:{client}", 1, anon_rate)  # only failures draw
+                self._denied(request, client, "denied" if ok else "limited", exc.message)
                 if not ok:
                     raise self._limited(
                         f"{anon_rate} unauthenticated requests/minute from {client}", wait
@@ -108,6 +115,30 @@ class Access:
             return Caller(who, subject, client)
         rec = self.keys.authenticate_record(token)
         return Caller(rec.principal, f"key:{rec.id}", client, rec.source, rec.trust)
+
+    def _denied(self, request: Request, client: str, outcome: str, why: str) -> None:
+        """A failed authentication in the audit log: the address, which key id it named (the part of
+        an ``rk_<id>_<secret>`` key that is not secret), and why; never the credential."""
+        header = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
+        named = header.rsplit(" ", 1)[-1]
+        parts = named.split("_")
+        if named.startswith("rk_") and len(parts) >= 3:
+            # the id as sent: attacker-chosen, so only a plausible one is kept
+            credential = f"key:{parts[1]}" if _KEY_ID.fullmatch(parts[1]) else "key:?"
+        else:
+            credential = "jwt" if looks_like_jwt(named) else "none"
+        self.audit.record(
+            AuditEvent(
+                action="authenticate",
+                outcome=outcome,
+                tenant="",
+                user="",
+                credential=credential,
+                client=client,
+                request_id=getattr(request.state, "request_id", ""),
+                detail=why,
+            )
+        )
 
     @staticmethod
     def _limited(what: str, wait: float) -> RampartError:

@@ -72,7 +72,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
     app.middleware("http")(request_ids_and_metrics)
     install_error_handlers(app)
     oidc = OidcVerifier(gw.oidc) if gw.oidc.issuer is not None else None
-    access = Access(keys, gw, limiter, oidc)
+    access = Access(keys, gw, limiter, oidc, audit)
     app.include_router(health_router(backends, access))
     app.include_router(documents_router(backends, access, audit))
     app.include_router(search_router(backends, access, audit))

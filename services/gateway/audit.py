@@ -1,5 +1,5 @@
-"""The audit log: who searched, answered, ingested, read the status of or deleted what, one JSON
-object per line (``gateway.audit.path``).
+"""The audit log: who searched, answered, ingested, read the status of or deleted what, and who
+failed to authenticate, one JSON object per line (``gateway.audit.path``).
 
 Each event names the caller (tenant, user, the key id or token subject, client address), the request
 and trace ids, the action, its outcome, and the documents involved: the ids ingested or deleted, and
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class AuditEvent:
-    action: str  # search | answer | ingest | status | delete
+    action: str  # search | answer | ingest | status | delete | authenticate (a failed one)
     outcome: str  # ok | denied | not_found | error
     tenant: str
     user: str

@@ -383,7 +383,16 @@ def test_audit_log_records_who_read_what_without_text(runtime: Runtime, tmp_path
 
     with TestClient(app_with(runtime, keys, audit=AuditSettings(path=audit, include_text=True))) as client:
         client.post("/v1/search", json=quick, headers=auth(writer))
-    assert json.loads(audit.read_text().splitlines()[-1])["query"] == "salary bands L3"
+        guessed = f"rk_{wrec.id}_not-the-secret"
+        assert client.post("/v1/search", json=quick, headers=auth(guessed)).status_code == 401
+    *_, searched, failed = (json.loads(line) for line in audit.read_text().splitlines())
+    assert searched["query"] == "salary bands L3"
+    assert (failed["action"], failed["outcome"], failed["credential"]) == (
+        "authenticate",
+        "denied",
+        f"key:{wrec.id}",
+    )
+    assert failed["detail"] == "invalid or revoked API key" and "not-the-secret" not in audit.read_text()
 
 
 # ---- OIDC ----------------------------------------------------------------------------------------
