@@ -100,6 +100,16 @@ class Access:
         telemetry.tenant_id.set(who.tenant)
         return caller
 
+    def anonymous(self, request: Request) -> None:
+        """Charge an unauthenticated request (``/readyz``) to its client address: 429 when spent.
+        Readiness may call every stage (in the stack, over the network), so a flood of probes from
+        one address is work for the whole deployment."""
+        client = request.client.host if request.client is not None else "unknown"
+        rate = self.settings.anonymous_rate_limit_per_minute
+        ok, wait = self.limiter.take(f"ip:{client}", 1, rate)
+        if not ok:
+            raise self._limited(f"{rate} unauthenticated requests/minute from {client}", wait)
+
     def _identify(self, request: Request, client: str) -> Caller:
         header = request.headers.get("authorization", "")
         token = (

@@ -110,7 +110,8 @@ class GatewaySettings(BaseModel):
     anonymous_rate_limit_per_minute: int = Field(
         default=60,
         ge=0,
-        description="Requests per minute per client IP without valid credentials; 0 disables",
+        description="Requests per minute per client IP without valid credentials (failed authentications "
+        "and /readyz); 0 disables",
     )
     costs: dict[Action, Annotated[int, Field(ge=0, le=1000)]] = Field(
         default_factory=lambda: dict(DEFAULT_COSTS),

@@ -50,12 +50,16 @@ def health_router(backends: GatewayBackends, access: Access) -> APIRouter:
         """Liveness: the process is up."""
         return {"status": "ok"}
 
-    @router.get("/readyz", responses={200: {"model": Readiness}, 503: {"model": ErrorBody}})
+    @router.get(
+        "/readyz", responses={200: {"model": Readiness}, 429: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+    )
     async def readyz(request: Request) -> Any:
         """Readiness: ``{"status": "ready"}`` when the pipeline can serve, else 503. The per-stage
-        details are at ``/v1/readiness`` (authenticated)."""
+        details are at ``/v1/readiness`` (authenticated). Limited per client address
+        (``gateway.anonymous_rate_limit_per_minute``) like failed authentications."""
         if trusted(request):
             return await backends.readiness()  # the stack's own readiness wait reads the stages
+        await run_in_threadpool(access.anonymous, request)  # per-address limit (may be Redis)
         try:
             await backends.readiness()
         except RampartError as exc:

@@ -181,6 +181,8 @@ def test_failed_authentication_is_limited_per_address(runtime: Runtime, tmp_path
         )
         ok = client.post("/v1/search", json={"query": "x", "rerank": {"enabled": False}}, headers=auth(good))
         assert ok.status_code == 200
+        assert client.get("/readyz").status_code == 429  # probes share the address's budget
+        assert client.get("/healthz").status_code == 200  # liveness costs nothing: never limited
 
 
 def test_tenant_limit_spans_its_keys(runtime: Runtime, tmp_path: Path) -> None:
