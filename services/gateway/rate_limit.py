@@ -41,11 +41,16 @@ class Limiter(Protocol):
 
 
 class InMemoryLimiter:
-    """Token buckets in this process (one gateway process: the embedded mode)."""
+    """Token buckets in this process (one gateway process: the embedded mode).
 
-    def __init__(self) -> None:
+    Bounded: past ``max_buckets`` (addresses are the attacker's to choose: an IPv6 /64 is 2^64 of
+    them), buckets untouched for a minute are dropped. Such a bucket has refilled completely, so
+    dropping it changes no answer."""
+
+    def __init__(self, max_buckets: int = 100_000) -> None:
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
+        self.max_buckets = max_buckets
 
     def take(self, bucket: str, cost: int, rate_per_minute: int) -> tuple[bool, float]:
         if rate_per_minute <= 0:
@@ -55,6 +60,8 @@ class InMemoryLimiter:
         need = min(float(max(cost, 1)), capacity)  # a cost above a minute's worth could never be paid
         now = time.monotonic()
         with self._lock:
+            if len(self._buckets) >= self.max_buckets and bucket not in self._buckets:
+                self._prune(now)
             tokens, last = self._buckets.get(bucket, (capacity, now))
             tokens = min(capacity, tokens + (now - last) * rate)
             if tokens >= need:
@@ -65,6 +72,13 @@ class InMemoryLimiter:
 
     def check(self) -> None:
         return None
+
+    def _prune(self, now: float) -> None:
+        """Drop the buckets idle for a minute or more (full again: the same as absent)."""
+        self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < 60.0}
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
 
 # KEYS[1] bucket; ARGV: capacity, refill per second, cost. The server's clock (TIME), so replicas
