@@ -5,6 +5,9 @@ The write ACL: an ingest key may replace, delete or read the status of a documen
 that document (its user, one of its groups or ``*`` is in the stored ACL). Without it any ingest key
 of a tenant could overwrite HR's salary bands with text of its choosing, or learn that they exist. A
 document the caller may not read answers 404, as one that does not exist (a 403 would confirm it).
+Keys with the ``admin`` scope manage every document of their tenant (its administrators; their
+searches still follow the ACLs); a connector that writes restricted documents either carries the
+groups it writes for or is an admin key.
 
 Provenance: ``source`` and ``trust`` belong to the key, not the body. A key bound to a source
 namespace (``rampart keys create --source``) writes only documents whose source lies under it; a
@@ -35,9 +38,12 @@ from services.gateway.errors import ERROR_RESPONSES
 from services.ingest.service import Outcome
 
 
-def may_read(who: Principal, status: DocumentStatus) -> bool:
-    """The caller may read the stored document (no ACL recorded: nothing was ever indexed to protect)."""
-    return not status.readers or bool(set(status.readers) & set(who.acl_tokens()))
+def may_manage(who: Principal, status: DocumentStatus) -> bool:
+    """The caller may replace, delete or see the state of the stored document: it may read it (no ACL
+    recorded: nothing was ever indexed to protect), or it is a tenant admin."""
+    if "admin" in who.scopes or not status.readers:
+        return True
+    return bool(set(status.readers) & set(who.acl_tokens()))
 
 
 def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink) -> APIRouter:
@@ -47,7 +53,7 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
     async def readable(request: Request, c: Caller, action: str, doc_id: str) -> DocumentStatus | None:
         """The document's status if the caller may read it; 404 (audited as denied) if it may not."""
         st = await run_in_threadpool(backends.ingestor.status, c.principal.tenant, doc_id)
-        if st is not None and not may_read(c.principal, st):
+        if st is not None and not may_manage(c.principal, st):
             audit.record(event(request, c, action, "denied", [doc_id]))
             raise not_found(doc_id, c.principal.tenant)
         return st
@@ -71,7 +77,7 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
         statuses = await run_in_threadpool(
             lambda: [backends.ingestor.status(who.tenant, d.id) for d in docs]  # one thread hop
         )
-        hidden = [st.id for st in statuses if st is not None and not may_read(who, st)]
+        hidden = [st.id for st in statuses if st is not None and not may_manage(who, st)]
         if hidden:
             audit.record(event(request, c, "ingest", "denied", hidden))
             raise not_found(hidden[0], who.tenant)

@@ -71,6 +71,9 @@ class EmbeddedIndex(CheckReads, LinkReads):
         self._write_lock = threading.Lock()
         self._generation = 0
         self._allowed_cache: dict[tuple[str, tuple[str, ...]], tuple[int, npt.NDArray[np.int64]]] = {}
+        # a tenant's (chunk count, total analysed length) per generation: a SQL sum over its chunks
+        # is tens of ms at 100k chunks, and every BM25 search of a shared index needs it
+        self._lengths_cache: dict[str, tuple[int, tuple[int, int]]] = {}
 
     @classmethod
     def open(
@@ -284,7 +287,7 @@ class EmbeddedIndex(CheckReads, LinkReads):
         # scores use the whole index's statistics, so a second tenant's documents would move them
         # (a rare word another tenant wrote lowers its IDF: detectable, issue 36 point 5). With one
         # tenant in the index the two are the same and tantivy's scores stand.
-        own = self.store.length_stats(principal.tenant)
+        own = self._tenant_lengths(principal.tenant)
         shared = own[0] != self.bm25_index.num_docs()
         native = abs(k1 - TANTIVY_K1) < 1e-9 and abs(b - TANTIVY_B) < 1e-9 and not shared
         depth = limit if native or restrict is not None else max(limit * RESCORE_DEPTH, RESCORE_MIN)
@@ -298,6 +301,18 @@ class EmbeddedIndex(CheckReads, LinkReads):
         if native or not hits:
             return hits[:limit]
         return self._rescore(query, hits, k1, b, principal.tenant, own)[:limit]
+
+    def _tenant_lengths(self, tenant: str) -> tuple[int, int]:
+        """``(chunk count, total analysed length)`` of ``tenant``, cached until the next write."""
+        cached = self._lengths_cache.get(tenant)
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        generation = self._generation
+        lengths = self.store.length_stats(tenant)
+        if len(self._lengths_cache) > 1024:
+            self._lengths_cache.clear()
+        self._lengths_cache[tenant] = (generation, lengths)
+        return lengths
 
     def _rescore(
         self, query: str, hits: Hits, k1: float, b: float, tenant: str, lengths: tuple[int, int]

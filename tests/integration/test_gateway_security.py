@@ -282,12 +282,13 @@ def test_readyz_details_for_local_callers_only_while_allowed(runtime: Runtime, t
 
 def test_write_acl_two_ingest_keys_of_one_tenant(runtime: Runtime, tmp_path: Path) -> None:
     """eng's ingest key may not replace, delete or read the status of HR's document: 404, as if it
-    did not exist; the refusals are audited. HR's key may."""
+    did not exist; the refusals are audited. HR's key may, and so may a tenant admin's."""
     keys = ApiKeyStore(tmp_path / "k.json")
     hr, _ = keys.create(Principal(tenant="acme", user="hr-sync", groups=["hr"], scopes=["search", "ingest"]))
     eng, _ = keys.create(
         Principal(tenant="acme", user="eng-sync", groups=["eng"], scopes=["search", "ingest"])
     )
+    admin, _ = keys.create(Principal(tenant="acme", user="root", scopes=["admin"]))
     audit = tmp_path / "audit.jsonl"
     with TestClient(app_with(runtime, keys, audit=AuditSettings(path=audit))) as client:
         assert (
@@ -316,7 +317,8 @@ def test_write_acl_two_ingest_keys_of_one_tenant(runtime: Runtime, tmp_path: Pat
             == 1
         )
         assert client.delete("/v1/documents/leave", headers=auth(eng)).json()["deleted"] is True
-        assert client.delete("/v1/documents/bands", headers=auth(hr)).json()["deleted"] is True
+        assert client.get("/v1/documents/bands/status", headers=auth(admin)).json()["version"] == 1
+        assert client.delete("/v1/documents/bands", headers=auth(admin)).json()["deleted"] is True
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     denied = [(e["action"], e["doc_ids"]) for e in events if e["outcome"] == "denied"]
     assert denied == [("ingest", ["bands"]), ("status", ["bands"]), ("delete", ["bands"])]
