@@ -698,7 +698,7 @@ DEMO_PRINCIPALS = [
     ("acme", "bob", "hr", "search"),
     ("acme", "carol", "exec,finance", "search"),
     ("acme", "dana", "", "search"),
-    ("acme", "admin", "", "search,ingest"),
+    ("acme", "admin", "", "search,ingest,admin"),  # admin: it may replace documents of any ACL
     ("globex", "erin", "ops", "search"),
     ("globex", "frank", "finance", "search"),
 ]
