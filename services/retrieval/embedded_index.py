@@ -24,16 +24,15 @@ from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, Tantiv
 from services.retrieval.capabilities import (
     COPY_SEARCH_EXTRA,
     COPY_SEARCH_FACTOR,
-    MAX_NAMED_KEYS,
     CheckReads,
     Copies,
-    LinkReads,
     closest_per_document,
     copy_profiles,
 )
 from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import DocStore, DocumentWrite
 from services.retrieval.index import Hits
+from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
 from services.retrieval.vector_index import FaissVectorIndex
 
 log = logging.getLogger(__name__)
@@ -397,15 +396,9 @@ class EmbeddedIndex(CheckReads, LinkReads):
         limit: int,
         *,
         expand: float = 0.0,
-        leads: float = 0.0,
     ) -> dict[int, Copies]:
         return copy_profiles(
-            cids,
-            limit,
-            expand=expand,
-            leads=leads,
-            closest=lambda some, n: self._closest(some, principal, n),
-            chunks=self.chunks,
+            cids, limit, expand=expand, closest=lambda some, n: self._closest(some, principal, n)
         )
 
     def _closest(

@@ -16,9 +16,11 @@ import pytest
 
 from services.common.errors import RampartError
 from services.common.types import Acl, Chunk, DocumentState, Principal, SearchFilters
-from services.retrieval.capabilities import CheckReads, LinkReads, check_reads, link_reads
+from services.retrieval.capabilities import CheckReads, check_reads
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.index import SearchIndex
+from services.retrieval.links.leads import copy_leads
+from services.retrieval.links.reads import LinkReads, link_reads
 
 DIM = 16
 
@@ -326,7 +328,7 @@ class SearchIndexContract:
             with pytest.raises(RampartError, match="expand"):
                 ix.copy_cosines([a0], ALICE, 8, expand=bad)
 
-    def test_copy_leads_name_what_the_close_documents_open_with(
+    def test_copy_leads_read_what_the_close_documents_open_with(
         self, make_index: Callable[[], SearchIndex]
     ) -> None:
         ix = make_index()
@@ -340,16 +342,13 @@ class SearchIndexContract:
             ]
         )
         a0 = cid_of(ix, "a")
-        plain = ix.copy_cosines([a0], ALICE, 8)[a0]
-        assert plain.leads == []  # not asked for (leads 0)
+        got = ix.copy_cosines([a0], ALICE, 8)[a0]
+        assert got.others[:2] == [cid_of(ix, "b"), cid_of(ix, "c")]  # closest first, one per document
         moon = float(vec(claim) @ vec("the moon is made of green cheese indeed"))
         far = float(vec(claim) @ vec("payroll runs on the last friday"))
-        got = ix.copy_cosines([a0], ALICE, 8, leads=(moon + far) / 2)[a0]
-        assert got.cosines == plain.cosines and got.neighbors == []
-        assert got.leads == ["2011 Moon Survey", ""]  # b and c reach the cosine; c opens with no name
-        for bad in (-0.1, 1.5):
-            with pytest.raises(RampartError, match="leads"):
-                ix.copy_cosines([a0], ALICE, 8, leads=bad)
+        leads = copy_leads({a0: got}, (moon + far) / 2, ix.chunks)
+        assert leads == {a0: ["2011 Moon Survey", ""]}  # b and c reach the cosine; c opens with no name
+        assert copy_leads({a0: got}, 0.0, ix.chunks) == {}  # not asked for: nothing read
 
     def test_claim_vectors_survive_reopen(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()

@@ -661,8 +661,8 @@ class CopyCosines(_message.Message):
 
     VALUES_FIELD_NUMBER: _builtins.int
     NEIGHBORS_FIELD_NUMBER: _builtins.int
-    LEADS_FIELD_NUMBER: _builtins.int
     ARRIVALS_FIELD_NUMBER: _builtins.int
+    OTHERS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Cosines, highest first."""
@@ -674,15 +674,16 @@ class CopyCosines(_message.Message):
         """
 
     @_builtins.property
-    def leads(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """When asked for (`leads`): the name each of the first `len(leads)` closest chunks opens with
-        (those at or above `leads`; "" = none), which tells a template family from copies of one claim.
-        """
-
-    @_builtins.property
     def arrivals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The write order (arrival) of each of those closest chunks, parallel to `values` (larger = written
         later); empty from an index that does not report it.
+        """
+
+    @_builtins.property
+    def others(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The chunk id of each of those closest chunks, parallel to `values` (only chunks the reader may
+        read): what a caller reads to learn more about a copy (the linked profile reads the name each
+        opens with).
         """
 
     def __init__(
@@ -690,12 +691,12 @@ class CopyCosines(_message.Message):
         *,
         values: _abc.Iterable[_builtins.float] | None = ...,
         neighbors: _abc.Iterable[Global___CopyCosines] | None = ...,
-        leads: _abc.Iterable[_builtins.str] | None = ...,
         arrivals: _abc.Iterable[_builtins.int] | None = ...,
+        others: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "leads", b"leads", "neighbors", b"neighbors", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "neighbors", b"neighbors", "others", b"others", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
