@@ -25,8 +25,8 @@ from services.common.types import (
 )
 from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
+from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.fusion import weights_problem
-from services.retrieval.links.options import MAX_BACKLINKS, MAX_LINK_SEEDS
 
 
 class ErrorBody(BaseModel):

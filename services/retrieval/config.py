@@ -9,9 +9,9 @@
 - :class:`FusionSettings` (``fusion``): the defaults of every search's
   :class:`~services.retrieval.hybrid.SearchParams`.
 
-The linked profile's extension (:mod:`services.retrieval.links.options`) owns the bounds of
-``fusion.link_seeds`` and ``fusion.backlinks``; they hold here and in every request that overrides them
-(HTTP schema, gRPC wire).
+:data:`MAX_LINK_SEEDS` and :data:`MAX_BACKLINKS` bound ``fusion.link_seeds`` and ``fusion.backlinks``
+here and in every request that overrides them (HTTP schema, the linked extension's
+:class:`~services.retrieval.links.options.LinkOptions` on the gRPC wire).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 
 from services.common.types import FusionMethod
-from services.retrieval.links.options import MAX_BACKLINKS, MAX_LINK_SEEDS
 
 
 class EmbeddingSettings(BaseModel):
@@ -148,6 +147,10 @@ class OpenSearchSettings(BaseModel):
 
     def endpoint(self) -> str:
         return self.url or f"http://127.0.0.1:{self.port}"
+
+
+MAX_LINK_SEEDS = 20  # fused results whose named pages may join the head (FusionSettings.link_seeds)
+MAX_BACKLINKS = 10  # pages naming the seeds that may join the head (FusionSettings.backlinks)
 
 
 class FusionSettings(BaseModel):

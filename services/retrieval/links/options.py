@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.common.errors import invalid
+from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 
-MAX_LINK_SEEDS = 20  # fused results whose named pages may join the head (FusionSettings.link_seeds)
-MAX_BACKLINKS = 10  # pages naming the seeds that may join the head (FusionSettings.backlinks)
 MAX_LINK_HEAD = 1000  # as MAX_TOP_K: the head is at most the results asked for
 
 
