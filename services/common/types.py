@@ -178,6 +178,11 @@ class DocumentStatus(BaseModel):
     chunks: int = 0
     error: str | None = None
     updated_at: float
+    readers: list[str] = Field(
+        default_factory=list,
+        description="ACL tokens (u:<user>, g:<group>) of the stored version; empty: none recorded "
+        "(never indexed). The gateway's write ACL reads them; the public API does not return them.",
+    )
 
 
 class Retriever(StrEnum):

@@ -250,6 +250,7 @@ def status_to_pb(s: DocumentStatus) -> pb.DocumentStatus:
         state=state_to_pb(s.state),
         chunks=s.chunks,
         updated_at=s.updated_at,
+        readers=s.readers,
     )
     if s.error is not None:
         m.error = s.error
@@ -265,6 +266,7 @@ def status_from_pb(m: pb.DocumentStatus) -> DocumentStatus:
         chunks=m.chunks,
         error=m.error if m.HasField("error") else None,
         updated_at=m.updated_at,
+        readers=list(m.readers),
     )
 
 

@@ -608,6 +608,7 @@ class OpenSearchIndex(CheckReads, LinkReads):
             chunks=int(d.get("chunks") or 0),
             error=d.get("error"),
             updated_at=float(d.get("updated_at") or 0.0),
+            readers=[str(t) for t in d.get("acl") or []],
         )
 
     def current(self, tenant: str, doc_id: str) -> tuple[int, str, DocumentState] | None:

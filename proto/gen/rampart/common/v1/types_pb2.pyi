@@ -359,6 +359,7 @@ class DocumentStatus(_message.Message):
     CHUNKS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    READERS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Document id."""
     tenant: _builtins.str
@@ -373,6 +374,12 @@ class DocumentStatus(_message.Message):
     """Why it failed (set only when state is FAILED, or a failure is recorded)."""
     updated_at: _builtins.float
     """Unix time (seconds) of the last change."""
+    @_builtins.property
+    def readers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """ACL tokens (u:<user>, g:<group>) of the stored version; empty: none recorded. The gateway's
+        write ACL: an ingest key may replace, delete or read the status of a document it may read.
+        """
+
     def __init__(
         self,
         *,
@@ -383,10 +390,11 @@ class DocumentStatus(_message.Message):
         chunks: _builtins.int = ...,
         error: _builtins.str | None = ...,
         updated_at: _builtins.float = ...,
+        readers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "chunks", b"chunks", "error", b"error", "id", b"id", "state", b"state", "tenant", b"tenant", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "chunks", b"chunks", "error", b"error", "id", b"id", "readers", b"readers", "state", b"state", "tenant", b"tenant", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
