@@ -126,6 +126,7 @@ containers:
         containerPort: {{ .port }}
         protocol: TCP
       {{- end }}
+    {{- if or $c.secretEnv $c.rampart $c.env }}
     env:
       {{- range $c.secretEnv }}
       {{- $s := index $root.Values.secrets .secret }}
@@ -156,6 +157,7 @@ containers:
       - name: {{ $k }}
         value: {{ tpl (toString $v) $root | quote }}
       {{- end }}
+    {{- end }}
     resources:
       {{- toYaml $c.resources | nindent 6 }}
     securityContext:
