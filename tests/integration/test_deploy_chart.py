@@ -41,6 +41,7 @@ CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 CRD_MODULES = ROOT / ".cache" / "crd-validators" / "node_modules"
 CRD_SCRIPT = ROOT / "deploy" / "helm" / "crd-validation" / "validate.mjs"
 CONFIGURATION = ROOT / "docs" / "configuration.md"
+PROBE_HANDLERS = {"exec", "httpGet", "grpc", "tcpSocket"}
 
 
 @cache
@@ -81,6 +82,12 @@ def workload_problems(r: Rendered) -> list[str]:
                 for probe in ("livenessProbe", "readinessProbe"):
                     if probe not in c:
                         problems.append(f"{where}: no {probe}")
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    handlers = set(c.get(probe, {})) & PROBE_HANDLERS
+                    if probe in c and len(handlers) != 1:
+                        problems.append(
+                            f"{where}: {probe} has {len(handlers)} handlers {sorted(handlers)}, needs one"
+                        )
                 sc = c.get("securityContext", {})
                 if sc.get("runAsNonRoot") is not True and pod_sc.get("runAsNonRoot") is not True:
                     problems.append(f"{where}: may run as root")
@@ -221,6 +228,11 @@ def test_kubernetes_validate_strict(profile: str) -> None:
 
     unvalidated = set()
     for doc in rendered(profile).docs:
+        if doc["kind"] == "RayService":
+            # no schema for the RayService itself, but its pod templates are plain pods: validate them
+            for spec in pod_specs(doc):
+                pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ray-group"}, "spec": spec}
+                kubernetes_validate.validate(pod, "1.33.0", strict=True)
         if doc["kind"] in CUSTOM_KINDS:
             unvalidated.add(doc["kind"])
             continue
@@ -413,6 +425,10 @@ def first_container(r: Rendered, component: str) -> dict[str, Any]:
             lambda r: first_container(r, "ingest")["securityContext"].update(readOnlyRootFilesystem=False),
         ),
         ("capabilities", lambda r: first_container(r, "retrieval")["securityContext"].pop("capabilities")),
+        (
+            "two handlers",
+            lambda r: first_container(r, "gateway")["livenessProbe"].update(tcpSocket={"port": 8080}),
+        ),
     ],
 )
 def test_workload_check_breaks(what: str, change: Callable[[Rendered], None]) -> None:
