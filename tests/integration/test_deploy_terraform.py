@@ -166,3 +166,14 @@ def test_instance_types_are_g5_or_g6() -> None:
 def test_chart_is_where_terraform_readme_says() -> None:
     assert (CHART / "values-eks.yaml").exists()
     assert "helm_values" in (TERRAFORM / "README.md").read_text()
+
+
+def test_envs_differ_only_in_their_variables() -> None:
+    """dev and prod compose the same modules the same way; sizes live in each env's variables.tf."""
+
+    def code(env: str, name: str) -> list[str]:
+        text = (TERRAFORM / "envs" / env / name).read_text()
+        return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+    for name in ("main.tf", "outputs.tf", "providers.tf"):
+        assert code("dev", name) == code("prod", name), name

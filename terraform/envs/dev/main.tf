@@ -37,6 +37,31 @@ data "aws_iam_policy_document" "kms" {
       identifiers = ["logs.${var.region}.amazonaws.com"]
     }
   }
+  # EC2 Auto Scaling launches the node groups' instances with this key's encrypted volumes: without
+  # these grants an instance fails to start (Client.InternalError) and the group never gets nodes.
+  statement {
+    sid       = "AutoScalingUsesKeyForNodeVolumes"
+    actions   = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+    resources = ["*"]
+    principals {
+      type        = "AWS"
+      identifiers = ["arn:aws:iam::${data.aws_caller_identity.current.account_id}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"]
+    }
+  }
+  statement {
+    sid       = "AutoScalingGrantsForNodeVolumes"
+    actions   = ["kms:CreateGrant"]
+    resources = ["*"]
+    principals {
+      type        = "AWS"
+      identifiers = ["arn:aws:iam::${data.aws_caller_identity.current.account_id}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "kms:GrantIsForAWSResource"
+      values   = ["true"]
+    }
+  }
 }
 
 resource "aws_kms_key" "this" {
