@@ -212,6 +212,51 @@ def env_name_problems(r: Rendered) -> list[str]:
     return problems
 
 
+ADDRESS = re.compile(
+    r"^(?:(?:https?|rediss?)://(?::\$\([A-Z_]+\)@)?)?([a-z0-9][-a-z0-9.]*):(\d+)(?:[/?].*)?$"
+)
+
+
+def wiring_problems(r: Rendered) -> list[str]:
+    """Every address a component is configured to call (URLs and host:port in its env) names a rendered
+    Service port, or on EKS a managed endpoint, and the NetworkPolicies open that edge; every port a
+    setting binds is a port of the container."""
+    problems = []
+    services = {s["metadata"]["name"]: {p["port"] for p in s["spec"]["ports"]} for s in r.of_kind("Service")}
+    egress, _ingress = policy_edges(r)
+    for obj in workloads(r):
+        group = obj["metadata"]["labels"]["rampart.io/service"]
+        for spec in pod_specs(obj):
+            for c in spec["containers"]:
+                ports = {p["containerPort"] for p in c.get("ports", [])}
+                for var in c.get("env") or []:
+                    value = str(var.get("value", ""))
+                    if (
+                        re.fullmatch(r"RAMPART_[A-Z_]+__(METRICS_)?PORT", var["name"])
+                        and int(value) not in ports
+                    ):
+                        problems.append(f"{name(obj)}: {var['name']}={value} is not a container port")
+                    m = ADDRESS.match(value)
+                    if not m or var["name"] in ("OTEL_SERVICE_NAME",):
+                        continue
+                    host, port = m.group(1), int(m.group(2))
+                    if host.startswith("rampart-"):
+                        if port not in services.get(host, set()):
+                            problems.append(
+                                f"{name(obj)}: {var['name']} calls {host}:{port}, no such Service port"
+                            )
+                        target = host.removeprefix("rampart-")
+                    elif host in ("0.0.0.0", "127.0.0.1"):
+                        continue
+                    else:
+                        target = "vpc"  # a managed endpoint (EKS)
+                    if (group, target, str(port)) not in egress:
+                        problems.append(
+                            f"{name(obj)}: {var['name']} calls {target}:{port}, no NetworkPolicy edge"
+                        )
+    return problems
+
+
 # --- the rendered profiles ---------------------------------------------------------------------------
 
 
@@ -332,6 +377,7 @@ CHECKS: dict[str, Callable[[Rendered], list[str]]] = {
     "probe targets": probe_targets_problems,
     "network": network_problems,
     "env names": env_name_problems,
+    "wiring": wiring_problems,
 }
 
 
@@ -494,6 +540,25 @@ def test_documented_edges_are_read_from_the_table() -> None:
         ("b", "dns", "53"),
     }
     assert documented_edges("eks", {"a"}, text) == {("a", "dns", "53"), ("c", "d", "any")}
+
+
+def test_wiring_check_breaks() -> None:
+    def wrong_port(r: Rendered) -> None:
+        env = first_container(r, "gateway")["env"]
+        var = next(v for v in env if v["name"] == "RAMPART_REMOTE__INGEST_ADDRESS")
+        var["value"] = "rampart-ingest:50051"
+
+    def unopened(r: Rendered) -> None:  # the worker is pointed at the retrieval service it may not reach
+        first_container(r, "worker")["env"].append(
+            {"name": "RAMPART_REMOTE__RETRIEVAL_ADDRESS", "value": "rampart-retrieval:50051"}
+        )
+
+    def bind_elsewhere(r: Rendered) -> None:
+        env = first_container(r, "retrieval")["env"]
+        next(v for v in env if v["name"] == "RAMPART_RETRIEVAL_SERVICE__PORT")["value"] = "50061"
+
+    for change in (wrong_port, unopened, bind_elsewhere):
+        assert wiring_problems(broken("small", change)), change.__name__
 
 
 def test_env_name_check_breaks() -> None:
