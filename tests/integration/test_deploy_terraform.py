@@ -177,3 +177,37 @@ def test_envs_differ_only_in_their_variables() -> None:
 
     for name in ("main.tf", "outputs.tf", "providers.tf"):
         assert code("dev", name) == code("prod", name), name
+
+
+def test_terraform_fills_every_placeholder_of_the_eks_profile() -> None:
+    """values-eks.yaml's account-specific values (placeholders so that it renders alone) are exactly
+    what Terraform's helm_values sets, so none survives into a real install."""
+    profile = profile_values("eks")
+    placeholder = ("placeholder", "123456789012", "10.40.0.0/16")
+    found = {p for p in key_paths(profile) if any(mark in str(get(profile, p)) for mark in placeholder)}
+    assert found
+    assert found <= key_paths(helm_values_output("dev"))
+
+
+def get(values: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = values
+    for key in path:
+        node = node[key]
+    return node
+
+
+def test_irsa_trusts_the_service_account_the_chart_renders() -> None:
+    """The retrieval role trusts system:serviceaccount:<namespace>:rampart-retrieval: the chart's
+    ServiceAccount of the retrieval component, in the namespace the env passes to the iam module."""
+    text = (TERRAFORM / "modules" / "iam" / "main.tf").read_text()
+    assert 'retrieval          = { namespace = var.namespace, name = "rampart-retrieval" }' in text
+    for env in ENVS:
+        env_main = (TERRAFORM / "envs" / env / "main.tf").read_text()
+        assert 'namespace = "rampart"' in env_main and "namespace            = local.namespace" in env_main
+    r = render("eks")
+    accounts = {(a["metadata"]["namespace"], a["metadata"]["name"]) for a in r.of_kind("ServiceAccount")}
+    assert ("rampart", "rampart-retrieval") in accounts
+    retrieval = next(
+        d for d in r.docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "rampart-retrieval"
+    )
+    assert retrieval["spec"]["template"]["spec"]["serviceAccountName"] == "rampart-retrieval"
