@@ -62,6 +62,35 @@ $(TRITON_STAMP): requirements/triton.txt | system-deps
 
 triton: $(TRITON_STAMP)  ## Create .venv-triton with tritonserver 2.51 (python backend) for the Triton reranker
 
+# The deploy checks (tests/integration/test_deploy_*.py): checkov in its own venv (its pin of tabulate
+# clashes with ours), and the published schemas of KEDA's and prometheus-operator's custom resources
+# from npm (pinned by deploy/helm/crd-validation/package-lock.json).
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+CRD_DIR ?= .cache/crd-validators
+CRD_STAMP := $(CRD_DIR)/.installed
+
+$(CHECKOV_STAMP): requirements/checkov.txt
+	@echo "== installing checkov into $(CHECKOV_VENV)"
+	test -x $(CHECKOV_VENV)/bin/python || $(PY) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q -r requirements/checkov.txt
+	touch $(CHECKOV_STAMP)
+
+$(CRD_STAMP): deploy/helm/crd-validation/package.json deploy/helm/crd-validation/package-lock.json
+	@echo "== installing the custom resources' schemas into $(CRD_DIR)"
+	mkdir -p $(CRD_DIR)
+	cp deploy/helm/crd-validation/package.json deploy/helm/crd-validation/package-lock.json $(CRD_DIR)/
+	cd $(CRD_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(CRD_STAMP)
+
+deploy-tools: $(CHECKOV_STAMP) $(CRD_STAMP)  ## checkov (.venv-checkov) and the CRD schemas (.cache/crd-validators) the deploy checks use
+
+chart-render: install  ## Lint and render each Helm profile to $(OUT)/deploy/<profile>.yaml (helm-python-sdk, no cluster)
+	$(BIN)/python -m tests.deploy_render $(OUT)/deploy
+
+test-deploy-checks: install deploy-tools  ## Only the chart and Terraform checks (render, validate, checkov, graph tests)
+	$(BIN)/pytest -q tests/integration/test_deploy_chart.py tests/integration/test_deploy_terraform.py
+
 models: install  ## Export the packaged models to ONNX (.rampart/models)
 	$(BIN)/rampart models build
 
@@ -83,7 +112,7 @@ lint: install  ## ruff + mypy
 	$(BIN)/ruff format --check services tests samples
 	$(BIN)/mypy
 
-test: models lint triton opensearch-build  ## Install, build models, lint, run unit + integration + e2e tests
+test: models lint triton opensearch-build deploy-tools  ## Install, build models, lint, run unit + integration + e2e tests
 	$(BIN)/pytest -q -m "unit or integration"
 	$(BIN)/python -m tests.e2e.isolated $(BIN)/pytest -q -m e2e tests/e2e
 
@@ -118,6 +147,6 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 	$(BIN)/pip freeze --exclude-editable | sed -E 's/\+cpu$$//' | grep -v '^rampart' > requirements/constraints.txt
 
 clean:  ## Remove the venv and local data
-	rm -rf $(VENV) $(TRITON_VENV) .rampart
+	rm -rf $(VENV) $(TRITON_VENV) $(CHECKOV_VENV) $(CRD_DIR) .rampart
 
-.PHONY: help system-deps install triton models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench lock clean
+.PHONY: help system-deps install triton deploy-tools chart-render test-deploy-checks models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench lock clean

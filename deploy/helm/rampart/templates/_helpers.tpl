@@ -1,0 +1,215 @@
+{{/* Names: "<release>" when it already says rampart, else "<release>-rampart"; components append "-<name>". */}}
+{{- define "rampart.fullname" -}}
+{{- if contains "rampart" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-rampart" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The name of one component's objects. Args: dict root name. */}}
+{{- define "rampart.name" -}}
+{{- printf "%s-%s" (include "rampart.fullname" .root) .name -}}
+{{- end -}}
+
+{{/* The service group a component belongs to: its Service, NetworkPolicy and peers all use it. */}}
+{{- define "rampart.group" -}}
+{{- .comp.serviceName | default .name -}}
+{{- end -}}
+
+{{/* Pod selector of one workload. Args: dict root name comp. */}}
+{{- define "rampart.selectorLabels" -}}
+app.kubernetes.io/name: rampart
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{- define "rampart.labels" -}}
+{{ include "rampart.selectorLabels" . }}
+rampart.io/service: {{ include "rampart.group" . }}
+app.kubernetes.io/part-of: rampart
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
+
+{{/* registry/repository:tag@digest; a component's image.registry overrides global.imageRegistry. */}}
+{{- define "rampart.image" -}}
+{{- $img := .comp.image -}}
+{{- $registry := $img.registry | default .root.Values.global.imageRegistry -}}
+{{- $tag := $img.tag | default .root.Values.global.imageTag -}}
+{{- printf "%s/%s:%s" $registry $img.repository $tag -}}
+{{- with $img.digest }}@{{ . }}{{ end -}}
+{{- end -}}
+
+{{/* A Redis URL for database n, password from $(REDIS_PASSWORD) (Kubernetes expands it from the
+     Secret-backed variable defined before it). Args: list root n. */}}
+{{- define "rampart.redisUrl" -}}
+{{- $root := index . 0 -}}
+{{- $db := index . 1 -}}
+{{- $r := $root.Values.endpoints.redis -}}
+{{- $host := $r.host | default (printf "%s-redis" (include "rampart.fullname" $root)) -}}
+{{- if $r.tls -}}
+rediss://:$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}?ssl_cert_reqs=required
+{{- else -}}
+redis://:$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}
+{{- end -}}
+{{- end -}}
+
+{{- define "rampart.opensearchUrl" -}}
+{{- .Values.endpoints.opensearch.url | default (printf "http://%s-opensearch:9200" (include "rampart.fullname" .)) -}}
+{{- end -}}
+
+{{- define "rampart.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+privileged: false
+capabilities:
+  drop: [ALL]
+{{- end -}}
+
+{{/* The pod spec every workload shares (Deployments, StatefulSets, both Ray groups).
+     Args: dict root name comp container (container name) ray (bool). */}}
+{{- define "rampart.podSpec" -}}
+{{- $root := .root -}}
+{{- $c := .comp -}}
+{{- $uid := $c.runAsUser | default 10001 -}}
+{{- if not .ray }}
+serviceAccountName: {{ include "rampart.name" . }}
+automountServiceAccountToken: false
+{{- end }}
+enableServiceLinks: false
+securityContext:
+  runAsNonRoot: true
+  runAsUser: {{ $uid }}
+  runAsGroup: {{ $uid }}
+  fsGroup: {{ $uid }}
+  seccompProfile:
+    type: RuntimeDefault
+{{- with $c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+topologySpreadConstraints:
+  {{- range $key := list "topology.kubernetes.io/zone" "kubernetes.io/hostname" }}
+  - maxSkew: 1
+    topologyKey: {{ $key }}
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "rampart.selectorLabels" $ | nindent 8 }}
+  {{- end }}
+terminationGracePeriodSeconds: {{ $c.terminationGracePeriodSeconds | default 30 }}
+containers:
+  - name: {{ .container | default .name }}
+    image: {{ include "rampart.image" . }}
+    imagePullPolicy: {{ $root.Values.global.imagePullPolicy }}
+    {{- with $c.command }}
+    command:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with $c.args }}
+    args:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    ports:
+      {{- range $c.ports }}
+      - name: {{ .name }}
+        containerPort: {{ .port }}
+        protocol: TCP
+      {{- end }}
+    {{- if or $c.secretEnv $c.rampart $c.env }}
+    env:
+      {{- range $c.secretEnv }}
+      {{- $s := index $root.Values.secrets .secret }}
+      - name: {{ .name }}
+        valueFrom:
+          secretKeyRef:
+            name: {{ $s.name }}
+            key: {{ $s.key }}
+            optional: false
+      {{- end }}
+      {{- if $c.rampart }}
+      {{- range $k, $v := $root.Values.global.env }}
+      - name: {{ $k }}
+        value: {{ tpl (toString $v) $root | quote }}
+      {{- end }}
+      {{- if $root.Values.otel.enabled }}
+      - name: OTEL_SERVICE_NAME
+        value: {{ printf "rampart-%s" .name | quote }}
+      - name: OTEL_TRACES_EXPORTER
+        value: otlp
+      - name: OTEL_EXPORTER_OTLP_PROTOCOL
+        value: http/protobuf
+      - name: OTEL_EXPORTER_OTLP_ENDPOINT
+        value: {{ printf "http://%s-otel-collector:4318" (include "rampart.fullname" $root) | quote }}
+      {{- end }}
+      {{- end }}
+      {{- range $k, $v := $c.env }}
+      - name: {{ $k }}
+        value: {{ tpl (toString $v) $root | quote }}
+      {{- end }}
+    {{- end }}
+    resources:
+      {{- toYaml $c.resources | nindent 6 }}
+    securityContext:
+      {{- include "rampart.containerSecurityContext" . | nindent 6 }}
+    {{- range $probe := list "startupProbe" "livenessProbe" "readinessProbe" }}
+    {{- with index $c.probes $probe }}
+    {{ $probe }}:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- end }}
+    volumeMounts:
+      {{- range $c.writablePaths }}
+      - name: {{ .name }}
+        mountPath: {{ .path }}
+      {{- end }}
+      {{- range $c.secretFiles }}
+      - name: {{ .name }}
+        mountPath: {{ .path }}
+        readOnly: true
+      {{- end }}
+      {{- if $c.config }}
+      - name: config
+        mountPath: {{ $c.config.path }}
+        readOnly: true
+      {{- end }}
+      {{- if and $c.persistence (eq $c.kind "StatefulSet") }}
+      - name: data
+        mountPath: {{ $c.persistence.path }}
+      {{- end }}
+volumes:
+  {{- range $c.writablePaths }}
+  - name: {{ .name }}
+    emptyDir:
+      {{- if .medium }}
+      medium: {{ .medium }}
+      {{- end }}
+      sizeLimit: {{ .size | default "256Mi" }}
+  {{- end }}
+  {{- range $c.secretFiles }}
+  {{- $s := index $root.Values.secrets .secret }}
+  - name: {{ .name }}
+    secret:
+      secretName: {{ $s.name }}
+      optional: false
+      defaultMode: 0400
+      items:
+        - key: {{ $s.key }}
+          path: {{ $s.key }}
+  {{- end }}
+  {{- if $c.config }}
+  - name: config
+    configMap:
+      name: {{ include "rampart.name" . }}
+  {{- end }}
+{{- end -}}
