@@ -235,8 +235,19 @@ class IngestService:
                 raise
             log.exception("index write failed", extra={"documents": len(writes)})
             reason = exc.message if isinstance(exc, RampartError) else f"{type(exc).__name__}: {exc}"
-            for i, doc, _, _ in writes:
-                results[i] = self._fail(doc, ErrorCode.UNAVAILABLE, f"index write failed: {reason}")
+            # an index that names the documents it refused (OpenSearch) indexed the others
+            details = exc.details if isinstance(exc, RampartError) else {}
+            named = set(details.get("failed") or [])
+            conflicts = set(details.get("conflicts") or [])
+            for i, doc, chunks, _ in writes:
+                name = f"{doc.tenant}/{doc.id}"
+                if named and name not in named:
+                    results[i] = IngestResult(
+                        id=doc.id, version=doc.version, outcome=Outcome.INDEXED, chunks=len(chunks)
+                    )
+                    continue
+                code = ErrorCode.CONFLICT if name in conflicts else ErrorCode.UNAVAILABLE
+                results[i] = self._fail(doc, code, f"index write failed: {reason}")
 
     def _admit(self, doc: Document) -> tuple[_Prepared | None, IngestResult | None]:
         try:
@@ -271,7 +282,13 @@ class IngestService:
                     f"version {version} is already indexed with different content; send version "
                     f"{version + 1} to replace it",
                 )
-        self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.PENDING)
+        try:
+            self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.PENDING)
+        except RampartError as exc:
+            if exc.code is not ErrorCode.CONFLICT:  # the index is unreachable: the batch's caller retries
+                raise
+            # another process stored a newer version since the check above (a shared index)
+            return None, self._rejected(doc, ErrorCode.CONFLICT, exc.message)
         return _Prepared(doc, digest), None
 
     def _parse(self, doc: Document) -> ParsedDocument:
