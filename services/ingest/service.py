@@ -172,10 +172,15 @@ class IngestService:
         self, docs: Sequence[Document], results: dict[int, IngestResult]
     ) -> list[tuple[int, _Prepared]]:
         """The batch's documents to index, by position; a repeated id, a rejection or an unchanged
-        document gets its result in ``results`` instead."""
+        document gets its result in ``results`` instead.
+
+        Admission marks each document ``pending``, which on a shared index (OpenSearch) holds it until
+        the write: so the marks go in one global order, by (tenant, id), and two workers whose batches
+        share documents can never each hold one the other waits for (a lock-order deadlock)."""
         todo: list[tuple[int, _Prepared]] = []
         seen: set[tuple[str, str]] = set()
-        for i, doc in enumerate(docs):
+        for i in sorted(range(len(docs)), key=lambda i: (docs[i].tenant, docs[i].id)):  # stable: first wins
+            doc = docs[i]
             key = (doc.tenant, doc.id)
             if key in seen:
                 results[i] = self._rejected(
@@ -188,7 +193,7 @@ class IngestService:
                 results[i] = rejection
             elif prepared is not None:
                 todo.append((i, prepared))
-        return todo
+        return sorted(todo, key=lambda t: t[0])
 
     def _chunk_all(
         self, todo: list[tuple[int, _Prepared]], results: dict[int, IngestResult]

@@ -5,22 +5,28 @@ entry and none left over (docs/opensearch.md, "Concurrent writers")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
 
-from services.common.types import DocumentState, Principal
+from services.common.types import Acl, Document, DocumentState, Principal
+from services.ingest.config import ChunkingSettings, ParsingSettings
+from services.ingest.service import IngestService, Outcome
 from services.retrieval.config import OpenSearchSettings
+from services.retrieval.embedder import Embedder
 from services.retrieval.opensearch_index import OpenSearchIndex
 from services.retrieval.opensearch_node import OpenSearchNode
 from tests.contracts.search_index import DIM
@@ -154,3 +160,59 @@ def test_writers_in_several_processes_never_lose_or_orphan(
         assert {int(h["_id"]) for h in stored} == owned  # no chunk that no entry owns
     finally:
         ix.close()
+
+
+class Paced(OpenSearchIndex):
+    """The real index, made to wait after its first ``pending`` mark until the other one has made
+    its own (or 3 s passed): the interleaving in which a lock-order deadlock would show."""
+
+    barrier = threading.Barrier(2)
+    paced = False
+
+    def mark(
+        self, tenant: str, doc_id: str, version: int, state: DocumentState, *, error: str | None = None
+    ) -> None:
+        super().mark(tenant, doc_id, version, state, error=error)
+        if state is DocumentState.PENDING and not self.paced:
+            self.paced = True
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self.barrier.wait(timeout=3.0)
+
+
+def test_ingests_of_overlapping_batches_in_opposite_orders_both_finish(
+    opensearch: OpenSearchNode, prefix: str, embedder: Embedder
+) -> None:
+    """Two ingest services (two writers) take batches [x, y] and [y, x] at once: admission marks in
+    one global order, so neither holds a document the other waits for (a deadlock would fail both
+    after claim_wait_s)."""
+    settings = OpenSearchSettings(url=opensearch.url, index_prefix=prefix, claim_wait_s=10)
+    indexes = [Paced.open(settings, dim=embedder.dim, model_id=embedder.model_id) for _ in range(2)]
+    services = [
+        IngestService.from_settings(
+            ix,
+            embedder,
+            ChunkingSettings(),
+            max_document_bytes=1 << 20,
+            claim_vectors=True,
+            parsing=ParsingSettings(timeout_s=0),
+        )
+        for ix in indexes
+    ]
+
+    def batch(order: list[str]) -> list[Document]:  # the same version and content in both
+        return [Document(id=d, tenant="t1", acl=Acl(groups=["*"]), text=f"{d}token rule.") for d in order]
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            a = pool.submit(services[0].ingest, batch(["x", "y"]))
+            b = pool.submit(services[1].ingest, batch(["y", "x"]))
+            results = [*a.result(timeout=120), *b.result(timeout=120)]
+        assert all(r.outcome in (Outcome.INDEXED, Outcome.UNCHANGED) for r in results), results
+        for d in ("x", "y"):
+            status = indexes[0].status("t1", d)
+            assert status is not None and status.state is DocumentState.INDEXED
+    finally:
+        for svc in services:
+            svc.close()
+        for ix in indexes:
+            ix.close()
