@@ -13,7 +13,16 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictFloat, field_validator
 from pydantic_core import PydanticCustomError
 
-from services.common.types import Document, FusionMethod, Name, SearchFilters, Strict
+from services.common.types import (
+    Document,
+    DocumentState,
+    DocumentStatus,
+    FusionMethod,
+    MetadataValue,
+    Name,
+    SearchFilters,
+    Strict,
+)
 from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
 from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
@@ -30,6 +39,40 @@ class DocumentIn(Document):
     tenant: Name | None = Field(  # type: ignore[assignment]
         default=None, description="Defaults to the caller's tenant; any other tenant is refused (403)."
     )
+    source: str = Field(
+        default="",
+        max_length=2048,
+        description="Where it came from (URL, path). A key bound to a source namespace (`rampart keys "
+        "create --source`) may only send sources under it (else 403); omitted, the key's namespace is used.",
+    )
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="Free key-value metadata. The key 'trust' is refused (400): trust comes from the writing "
+        "key (`rampart keys create --trust untrusted`), never from the request.",
+        json_schema_extra={"not": {"required": ["trust"]}},
+    )
+
+
+class DocumentStatusOut(BaseModel):
+    """A document's ingest state as the API returns it (the stored ACL stays inside: the write ACL
+    reads it, callers do not)."""
+
+    id: str
+    tenant: str
+    version: int
+    state: DocumentState
+    chunks: int = 0
+    error: str | None = None
+    updated_at: float
+
+    @classmethod
+    def of(cls, status: DocumentStatus) -> DocumentStatusOut:
+        return cls.model_validate(status.model_dump(exclude={"readers"}))
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"] = Field(description="Only ready or not (503); details at /v1/readiness")
 
 
 class IngestRequest(Strict):
@@ -75,8 +118,23 @@ class FusionOptions(Strict):
         "linked corpus profile only",
     )
     bounds: dict[str, BoundsIn] | None = Field(
-        default=None, description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}'
+        default=None,
+        description='Fixed min-max bounds per retriever, e.g. {"dense": {"low": 0, "high": 1}}; not for bm25 '
+        "(fixed bounds would put raw BM25, whose scale carries corpus statistics, into the fused score)",
+        json_schema_extra={"not": {"required": ["bm25"]}},
     )
+
+    @field_validator("bounds")
+    @classmethod
+    def _no_bm25_bounds(cls, bounds: dict[str, BoundsIn] | None) -> dict[str, BoundsIn] | None:
+        """Raw BM25 may not reach a response: fixed bounds would scale the fused score by it."""
+        if bounds is not None and "bm25" in bounds:
+            raise PydanticCustomError(
+                "bm25_bounds",
+                "fixed bounds on bm25 are refused: the fused score would reveal raw BM25, whose scale "
+                "carries corpus statistics; drop bounds.bm25 (its min-max uses this query's own scores)",
+            )
+        return bounds
 
     @field_validator("weights")
     @classmethod
@@ -183,7 +241,9 @@ class SearchHit(BaseModel):
     source: str
     version: int
     scores: dict[str, float | None] = Field(
-        description="Raw score per retriever, and the cross-encoder logit under 'rerank' if reranked"
+        description="Score per retriever: 'bm25' relative to the best BM25 score among these results (0-1; "
+        "raw BM25 would carry other tenants' corpus statistics), 'dense' the cosine, and the cross-encoder "
+        "logit under 'rerank' if reranked"
     )
     ranks: dict[str, int | None] = Field(description="Rank in each retriever's own list (null: not found)")
     fused: float = Field(description="Final ranking score (after reranking for the reranked top results)")

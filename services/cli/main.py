@@ -601,15 +601,26 @@ def keys_create(
     groups: Annotated[str, typer.Option(help="Comma-separated groups")] = "",
     scopes: Annotated[str, typer.Option(help="search, ingest, admin (comma-separated)")] = "search",
     label: Annotated[str, typer.Option(help="A note shown by `rampart keys list`")] = "",
+    expires_days: Annotated[
+        float | None, typer.Option(help="Days until the key stops working (default: never)")
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(help="A connector's source namespace: documents it writes must have a source under it"),
+    ] = None,
+    trust: Annotated[
+        str, typer.Option(help="'untrusted': its documents face the fact-check's stricter bar")
+    ] = "",
 ) -> None:
     """Create an API key; it is printed once (stdout) and only its hash is stored."""
     from services.gateway.api_keys import ApiKeyStore
 
     settings = load_settings()
     store = ApiKeyStore.from_settings(settings)
+    not_after = None if expires_days is None else time.time() + expires_days * 86400
     try:
         who = Principal(tenant=tenant, user=user, groups=split_csv(groups), scopes=split_csv(scopes))
-        key, record = store.create(who, label=label)
+        key, record = store.create(who, label=label, not_after=not_after, source=source, trust=trust)
     except ValueError as exc:
         print_error(f"{exc}")
         raise typer.Exit(code=2) from exc
@@ -625,9 +636,12 @@ def keys_list() -> None:
     from services.gateway.api_keys import ApiKeyStore
 
     settings = load_settings()
-    table = Table("id", "tenant", "user", "groups", "scopes", "label", "created", "revoked")
+    table = Table("id", "tenant", "user", "groups", "scopes", "label", "created", "expires", "state")
     for k in ApiKeyStore.from_settings(settings).list():
         p = k.principal
+        state = "revoked" if k.revoked else "expired" if k.expired() else "active"
+        if k.replaced_by and state == "active":
+            state = f"active, replaced by {k.replaced_by}"
         table.add_row(
             k.id,
             p.tenant,
@@ -636,9 +650,32 @@ def keys_list() -> None:
             ",".join(p.scopes),
             k.label,
             time.strftime("%Y-%m-%d %H:%M", time.localtime(k.created_at)),
-            "yes" if k.revoked else "",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(k.not_after)) if k.not_after else "",
+            state,
         )
     out.print(table)
+
+
+@keys_app.command("rotate")
+def keys_rotate(
+    key_id: Annotated[str, typer.Argument(help="The key's id, from `rampart keys list`")],
+    overlap_hours: Annotated[
+        float, typer.Option(help="How long the old key keeps working while clients switch (0: at once)")
+    ] = 24.0,
+) -> None:
+    """Replace a key with a new one for the same principal; the old one expires after the overlap."""
+    from services.gateway.api_keys import ApiKeyStore
+
+    settings = load_settings()
+    try:
+        key, record = ApiKeyStore.from_settings(settings).rotate(key_id, overlap_s=overlap_hours * 3600)
+    except RampartError as exc:
+        raise fail(exc) from exc
+    console.print(
+        f"rotated {key_id} -> {record.id} (the old key works for {overlap_hours:g} more hours); "
+        "store the new key now, it is not shown again:"
+    )
+    out.print(key, highlight=False)
 
 
 @keys_app.command("revoke")
@@ -661,7 +698,7 @@ DEMO_PRINCIPALS = [
     ("acme", "bob", "hr", "search"),
     ("acme", "carol", "exec,finance", "search"),
     ("acme", "dana", "", "search"),
-    ("acme", "admin", "", "search,ingest"),
+    ("acme", "admin", "", "search,ingest,admin"),  # admin: it may replace documents of any ACL
     ("globex", "erin", "ops", "search"),
     ("globex", "frank", "finance", "search"),
 ]

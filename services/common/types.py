@@ -178,6 +178,11 @@ class DocumentStatus(BaseModel):
     chunks: int = 0
     error: str | None = None
     updated_at: float
+    readers: list[str] = Field(
+        default_factory=list,
+        description="ACL tokens (u:<user>, g:<group>) of the stored version; empty: none recorded "
+        "(never indexed). The gateway's write ACL reads them; the public API does not return them.",
+    )
 
 
 class Retriever(StrEnum):
@@ -248,4 +253,11 @@ class ScoredChunk(BaseModel):
         exclude=True,
         description="Parallel to copy_cosines: the write order of each of those closest chunks "
         "(internal; null = not asked or not known)",
+    )
+    copy_overlaps: list[float] | None = Field(
+        default=None,
+        exclude=True,
+        description="For the first len(copy_overlaps) entries of copy_cosines (those at or above the "
+        "search's copy_overlap): the word overlap of that chunk's text with this one's (internal; null = "
+        "not asked)",
     )

@@ -33,10 +33,10 @@ from services.common.types import (
 )
 from services.common.verdicts import Judgement, Verdict
 from services.retrieval.capabilities import Copies
-from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds, weights_problem
 from services.retrieval.hybrid import SearchOutcome, SearchParams
+from services.retrieval.links import wire as link_wire
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -250,6 +250,7 @@ def status_to_pb(s: DocumentStatus) -> pb.DocumentStatus:
         state=state_to_pb(s.state),
         chunks=s.chunks,
         updated_at=s.updated_at,
+        readers=s.readers,
     )
     if s.error is not None:
         m.error = s.error
@@ -265,6 +266,7 @@ def status_from_pb(m: pb.DocumentStatus) -> DocumentStatus:
         chunks=m.chunks,
         error=m.error if m.HasField("error") else None,
         updated_at=m.updated_at,
+        readers=list(m.readers),
     )
 
 
@@ -378,8 +380,8 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
             pb.CopyCosines(
                 values=s.copy_cosines,
                 neighbors=[pb.CopyCosines(values=n) for n in s.copy_neighbors or []],
-                leads=s.copy_leads or [],
                 arrivals=s.copy_arrivals or [],
+                overlaps=s.copy_overlaps or [],
             )
         )
     if s.arrival is not None:
@@ -387,7 +389,8 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
     return m
 
 
-def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
+def scored_chunk_from_pb(m: pb.ScoredChunk, copy_leads: list[str] | None = None) -> ScoredChunk:
+    """``copy_leads``: the hit's entry of ``SearchResponse.copy_leads`` (the linked extension's)."""
     return ScoredChunk(
         chunk=chunk_from_pb(m.chunk),
         scores={s.retriever: (s.score if s.HasField("score") else None) for s in m.scores},
@@ -399,12 +402,13 @@ def scored_chunk_from_pb(m: pb.ScoredChunk) -> ScoredChunk:
         copy_neighbors=[list(n.values) for n in m.copy_cosines.neighbors]
         if m.HasField("copy_cosines") and m.copy_cosines.neighbors
         else None,
-        copy_leads=list(m.copy_cosines.leads)
-        if m.HasField("copy_cosines") and m.copy_cosines.leads
-        else None,
+        copy_leads=copy_leads,
         arrival=m.arrival if m.HasField("arrival") else None,
         copy_arrivals=list(m.copy_cosines.arrivals)
         if m.HasField("copy_cosines") and m.copy_cosines.arrivals
+        else None,
+        copy_overlaps=list(m.copy_cosines.overlaps)
+        if m.HasField("copy_cosines") and m.copy_cosines.overlaps
         else None,
     )
 
@@ -415,8 +419,8 @@ def copy_cosines_to_pb(cosines: Mapping[int, Copies]) -> dict[int, pb.CopyCosine
         cid: pb.CopyCosines(
             values=c.cosines,
             neighbors=[pb.CopyCosines(values=n) for n in c.neighbors],
-            leads=c.leads,
             arrivals=c.arrivals,
+            others=c.others,
         )
         for cid, c in cosines.items()
     }
@@ -425,7 +429,7 @@ def copy_cosines_to_pb(cosines: Mapping[int, Copies]) -> dict[int, pb.CopyCosine
 def copy_cosines_from_pb(cosines: Mapping[int, pb.CopyCosines]) -> dict[int, Copies]:
     return {
         int(cid): Copies(
-            list(c.values), [list(n.values) for n in c.neighbors], list(c.leads), list(c.arrivals)
+            list(c.values), [list(n.values) for n in c.neighbors], list(c.arrivals), list(c.others)
         )
         for cid, c in cosines.items()
     }
@@ -445,14 +449,14 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
         vectors=p.vectors,
         copy_depth=p.copy_depth,
         copy_expand=p.copy_expand,
-        copy_leads=p.copy_leads,
-        link_seeds=p.link_seeds,
-        link_head=p.link_head,
-        backlinks=p.backlinks,
+        copy_overlap=p.copy_overlap,
     )
     filters = filters_to_pb(p.filters)
     if filters is not None:
         m.filters.CopyFrom(filters)
+    links = link_wire.options_to_pb(p.links)
+    if links is not None:
+        m.links.CopyFrom(links)
     return m
 
 
@@ -471,14 +475,11 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         ("candidates", m.candidates, 1, MAX_CANDIDATES),
         ("rrf_k", m.rrf_k, 1, None),
         ("copy_depth", m.copy_depth, 0, MAX_TOP_K),
-        ("link_seeds", m.link_seeds, 0, MAX_LINK_SEEDS),
-        ("link_head", m.link_head, 0, MAX_TOP_K),
-        ("backlinks", m.backlinks, 0, MAX_BACKLINKS),
     ):
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
             raise invalid(f"{name} = {value} must be {bound}", field=name, value=value)
-    for name, cosine in (("copy_expand", m.copy_expand), ("copy_leads", m.copy_leads)):
+    for name, cosine in (("copy_expand", m.copy_expand), ("copy_overlap", m.copy_overlap)):
         if not 0.0 <= cosine <= 1.0:
             raise invalid(f"{name} = {cosine} must be within 0..1 (0 = none)", field=name, value=cosine)
     problem = weights_problem(dict(m.weights))
@@ -499,10 +500,8 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         vectors=m.vectors,
         copy_depth=m.copy_depth,
         copy_expand=m.copy_expand,
-        copy_leads=m.copy_leads,
-        link_seeds=m.link_seeds,
-        link_head=m.link_head,
-        backlinks=m.backlinks,
+        copy_overlap=m.copy_overlap,
+        links=link_wire.options_from_pb(m.links if m.HasField("links") else None),
     )
     return m.query, principal_from_pb(m.principal), params
 
@@ -515,12 +514,16 @@ def outcome_to_pb(o: SearchOutcome) -> retrieval_pb2.SearchResponse:
         degraded=o.degraded,
         filtered=[judgement_to_pb(j) for j in o.filtered],
         fallback=o.fallback,
+        copy_leads=link_wire.leads_to_pb(
+            {h.chunk.chunk_id: h.copy_leads for h in o.hits if h.copy_leads is not None}
+        ),
     )
 
 
 def outcome_from_pb(m: retrieval_pb2.SearchResponse) -> SearchOutcome:
+    leads = link_wire.leads_from_pb(m.copy_leads)
     return SearchOutcome(
-        hits=[scored_chunk_from_pb(h) for h in m.hits],
+        hits=[scored_chunk_from_pb(h, leads.get(h.chunk.chunk_id)) for h in m.hits],
         timings_ms=dict(m.timings_ms),
         candidates=dict(m.candidates),
         degraded=list(m.degraded),

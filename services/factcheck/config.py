@@ -220,6 +220,14 @@ class FactCheckSettings(BaseModel):
         "copies or cluster noted in its reason. A campaign is planted into a corpus that exists; passages "
         "without a known write order are withheld as before (docs/factcheck.md, 'arrival order')",
     )
+    copy_planting: bool = Field(
+        default=False,
+        description="Off: a trade, not a fix (docs/journal/2026-11-28-burst.md). With arrival_order, a late passage with near-copies is withheld only when the group also "
+        "shows how it was planted: it and its copies arrived in one burst (a campaign written in one go), "
+        "or it is an edited copy of an older passage (most of its words shared with an older near-copy). "
+        "Documents of one field that say the same thing arrive apart and share few words; they stay, "
+        "their copies noted in their reason (docs/factcheck.md, 'how the copies were planted')",
+    )
     copy_subjects: bool = Field(
         default=True,
         description="A near-copy that opens with a name neither the passage nor the query uses (a template "

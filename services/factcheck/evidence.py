@@ -83,6 +83,12 @@ class CheckInput(BaseModel):
         "(ScoredChunk.copy_arrivals), which marks the passage's own group among the others. None = not "
         "known",
     )
+    copy_overlaps: list[float] | None = Field(
+        default=None,
+        description="For the head of copy_cosines at or above the search's copy_overlap cosine: the word "
+        "overlap of each closest other document's chunk with this passage (ScoredChunk.copy_overlaps): "
+        "an edited copy of an older passage shares most of its words. None = not known",
+    )
     embed: bool = Field(
         default=True,
         description="Embed the passage when it carries no vector. A caller holding the stored embedding "

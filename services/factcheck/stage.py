@@ -61,6 +61,7 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         copy_leads=hit.copy_leads,
         arrival=hit.arrival,
         copy_arrivals=hit.copy_arrivals,
+        copy_overlaps=hit.copy_overlaps,
     )
 
 

@@ -4,6 +4,12 @@ Keys are 256-bit random tokens, so a fast keyed hash is the right tool (a slow p
 nothing against brute force of 2^256 and costs every request). The optional pepper
 (``RAMPART_KEY_PEPPER``) keeps a stolen key file useless on its own. Lookup is by the public id;
 comparison is constant-time.
+
+Keys expire (``not_after``) and rotate without downtime: :meth:`ApiKeyStore.rotate` makes a new key for
+the same principal and lets the old one live on for an overlap (default a day) while clients switch,
+so a principal may hold several active keys at once. A key may also carry its connector's ``source``
+namespace and ``trust`` (what the fact-check believes of its documents): both are the key's, never
+the request body's (docs/security.md, "Write ACL and provenance").
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ PREFIX = "rk_"
 SCOPES = ("search", "ingest", "admin")
 
 
+TRUST_LEVELS = ("", "untrusted")
+
+
 class KeyRecord(BaseModel):
     id: str
     hash: str
@@ -37,6 +46,17 @@ class KeyRecord(BaseModel):
     label: str = ""
     created_at: float = Field(default_factory=time.time)
     revoked: bool = False
+    not_after: float | None = Field(default=None, description="Unix time the key stops working (None: never)")
+    replaced_by: str | None = Field(default=None, description="Id of the key that rotated this one out")
+    source: str | None = Field(
+        default=None, description="The connector's source namespace: documents it writes must lie under it"
+    )
+    trust: str = Field(
+        default="", description="'untrusted': its documents face the fact-check's stricter bar"
+    )
+
+    def expired(self, now: float | None = None) -> bool:
+        return self.not_after is not None and (now if now is not None else time.time()) >= self.not_after
 
 
 class KeyFile(BaseModel):
@@ -86,21 +106,80 @@ class ApiKeyStore:
         tmp.replace(self.path)
         self._mtime = None
 
-    def create(self, principal: Principal, *, label: str = "") -> tuple[str, KeyRecord]:
-        """Make a key; the returned string is shown once and never stored."""
+    def create(
+        self,
+        principal: Principal,
+        *,
+        label: str = "",
+        not_after: float | None = None,
+        source: str | None = None,
+        trust: str = "",
+    ) -> tuple[str, KeyRecord]:
+        """Make a key; the returned string is shown once and never stored.
+
+        ``store.create(Principal(tenant="acme", user="wiki-sync", scopes=["ingest"]),
+        source="https://wiki.acme.example/", trust="untrusted", not_after=time.time() + 90 * 86400)``
+        """
         for scope in principal.scopes:
             if scope not in SCOPES:
                 raise RampartError(
                     ErrorCode.INVALID_ARGUMENT, f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}"
                 )
+        if trust not in TRUST_LEVELS:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT, f"unknown trust {trust!r}; use 'untrusted' or leave it empty"
+            )
+        if not_after is not None and not_after <= time.time():
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"expiry {_when(not_after)} is in the past; give a positive number of days",
+            )
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
-        record = KeyRecord(id=key_id, hash=_digest(secret, self._pepper), principal=principal, label=label)
+        record = KeyRecord(
+            id=key_id,
+            hash=_digest(secret, self._pepper),
+            principal=principal,
+            label=label,
+            not_after=not_after,
+            source=source or None,
+            trust=trust,
+        )
         with self._lock:
             self._load()
             self._by_id[key_id] = record
             self._save()
         return f"{PREFIX}{key_id}_{secret}", record
+
+    def rotate(self, key_id: str, *, overlap_s: float = 86400.0) -> tuple[str, KeyRecord]:
+        """A new key for ``key_id``'s principal (same label, source, trust and lifetime); the old one
+        keeps working for ``overlap_s`` seconds (clients switch meanwhile), then expires.
+        ``overlap_s=0`` ends it at once (a leaked key)."""
+        now = time.time()
+        with self._lock:
+            self._load()
+            old = self._by_id.get(key_id)
+        if old is None or old.revoked or old.expired(now):
+            raise RampartError(
+                ErrorCode.NOT_FOUND,
+                f"no active key {key_id!r} to rotate; see `rampart keys list` (create a new one instead)",
+            )
+        lifetime = None if old.not_after is None else max(old.not_after - old.created_at, 1.0)
+        key, new = self.create(
+            old.principal,
+            label=old.label,
+            not_after=None if lifetime is None else now + lifetime,
+            source=old.source,
+            trust=old.trust,
+        )
+        with self._lock:
+            self._load()
+            rec = self._by_id[key_id]
+            end = now + max(overlap_s, 0.0)
+            rec.not_after = end if rec.not_after is None else min(rec.not_after, end)
+            rec.replaced_by = new.id
+            self._save()
+        return key, new
 
     def revoke(self, key_id: str) -> bool:
         with self._lock:
@@ -119,6 +198,11 @@ class ApiKeyStore:
 
     def authenticate(self, key: str | None) -> tuple[str, Principal]:
         """``(key id, principal)`` for a valid key; raises UNAUTHENTICATED otherwise."""
+        rec = self.authenticate_record(key)
+        return rec.id, rec.principal
+
+    def authenticate_record(self, key: str | None) -> KeyRecord:
+        """The record of a valid, unexpired, unrevoked key; raises UNAUTHENTICATED otherwise."""
         if not key:
             raise RampartError(
                 ErrorCode.UNAUTHENTICATED,
@@ -135,4 +219,14 @@ class ApiKeyStore:
         ok = hmac.compare_digest(expected, _digest(secret, self._pepper))
         if rec is None or not ok or rec.revoked:
             raise RampartError(ErrorCode.UNAUTHENTICATED, "invalid or revoked API key")
-        return key_id, rec.principal
+        if rec.expired():
+            hint = f"use its replacement {rec.replaced_by}" if rec.replaced_by else "create a new one"
+            raise RampartError(
+                ErrorCode.UNAUTHENTICATED,
+                f"API key {key_id} expired at {_when(rec.not_after)}; {hint} (`rampart keys rotate`)",
+            )
+        return rec
+
+
+def _when(t: float | None) -> str:
+    return "never" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))

@@ -6,6 +6,11 @@ environment or builds models. It wires the request middleware and the error hand
 (``errors.py``) and includes one router per area: ``routes_health.py`` (``/healthz``, ``/readyz``,
 ``/metrics``), ``routes_documents.py`` (``/v1/documents``), ``routes_search.py`` (``/v1/search``,
 ``/v1/answer``); callers are identified by ``access.py``.
+
+The controls in front of every route are built here from ``settings.gateway``, each by its one
+factory: the streamed body limit (``body_limit.py``), the rate limiter (``rate_limit.build_limiter``:
+in-process, or Redis shared by replicas), OIDC bearer tokens (``oidc.py``, when an issuer is set) and
+the audit log (``audit.build_audit``).
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from fastapi_offline import FastAPIOffline
 
 from services.common import metrics as rampart_metrics
 from services.common import telemetry
-from services.common.errors import ErrorCode, RampartError
-from services.common.http_errors import error_response
 from services.common.otel import current_trace_id, instrument_fastapi
 from services.gateway.access import Access
 from services.gateway.api_keys import ApiKeyStore
+from services.gateway.audit import build_audit
 from services.gateway.backends import GatewayBackends
+from services.gateway.body_limit import BodyLimit
 from services.gateway.errors import install_error_handlers
+from services.gateway.oidc import OidcVerifier
+from services.gateway.rate_limit import build_limiter
 from services.gateway.routes_documents import documents_router
 from services.gateway.routes_health import health_router
 from services.gateway.routes_search import search_router
@@ -39,11 +46,18 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._\-]{8,64}")
 def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI:
     """The gateway over ``runtime`` (embedded) or any :class:`GatewayBackends` (e.g. the stack's)."""
     backends = runtime if isinstance(runtime, GatewayBackends) else GatewayBackends.embedded(runtime)
+    gw = backends.settings.gateway
+    limiter = build_limiter(gw)
+    audit = build_audit(gw.audit)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        limiter.check()  # a configured Redis that does not answer fails the start, naming it
         yield
         await backends.aclose()
+        closer = getattr(audit, "close", None)
+        if closer is not None:
+            closer()
 
     # FastAPIOffline serves the Swagger UI and ReDoc assets from the package (FastAPI's default pulls
     # them from a CDN: /docs was blank on a machine without internet)
@@ -54,49 +68,35 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
         description="Corruption-resistant enterprise search gateway. Authenticate with "
         "`Authorization: Bearer rk_…` (create keys with `rampart keys create`).",
     )
-    app.middleware("http")(limits_and_ids(backends.settings.gateway.max_body_bytes))
+    app.add_middleware(BodyLimit, max_body_bytes=gw.max_body_bytes)  # inner: 413s get the ids below
+    app.middleware("http")(request_ids_and_metrics)
     install_error_handlers(app)
-    access = Access(keys, backends.settings.gateway.rate_limit_per_minute)
-    app.include_router(health_router(backends))
-    app.include_router(documents_router(backends, access))
-    app.include_router(search_router(backends, access))
+    oidc = OidcVerifier(gw.oidc) if gw.oidc.issuer is not None else None
+    access = Access(keys, gw, limiter, oidc, audit)
+    app.include_router(health_router(backends, access))
+    app.include_router(documents_router(backends, access, audit))
+    app.include_router(search_router(backends, access, audit))
     instrument_fastapi(app)  # server span per request; /healthz, /readyz, /metrics excluded
     return app
 
 
-def limits_and_ids(
-    max_body_bytes: int,
-) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
+async def request_ids_and_metrics(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
     """The request middleware: a request id (the caller's if it is a plain token, it ends up in logs
-    and headers), the body-size limit before anything reads the body, the trace id header, and the
-    per-route HTTP metrics."""
-
-    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        given = request.headers.get("x-request-id", "")
-        request.state.request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-        telemetry.request_id.set(request.state.request_id)
-        started = time.perf_counter()
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body_bytes):
-            rampart_metrics.record_http_error(ErrorCode.PAYLOAD_TOO_LARGE)
-            response: Response = error_response(
-                RampartError(
-                    ErrorCode.PAYLOAD_TOO_LARGE,
-                    f"request body of {length} bytes exceeds the limit of {max_body_bytes}; "
-                    "send smaller batches",
-                    limit=max_body_bytes,
-                )
-            )
-        else:
-            response = await call_next(request)
-        response.headers["x-request-id"] = request.state.request_id
-        trace_id = current_trace_id()  # the request's server span (instrument_fastapi)
-        if trace_id:
-            response.headers["x-trace-id"] = trace_id
-        route = request.scope.get("route")
-        rampart_metrics.record_http(
-            getattr(route, "path", "unmatched"), response.status_code, time.perf_counter() - started
-        )
-        return response
-
-    return middleware
+    and headers), the trace id header, and the per-route HTTP metrics. The body limit is
+    :class:`BodyLimit`'s, inside this one."""
+    given = request.headers.get("x-request-id", "")
+    request.state.request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    telemetry.request_id.set(request.state.request_id)
+    started = time.perf_counter()
+    response = await call_next(request)
+    response.headers["x-request-id"] = request.state.request_id
+    trace_id = current_trace_id()  # the request's server span (instrument_fastapi)
+    if trace_id:
+        response.headers["x-trace-id"] = trace_id
+    route = request.scope.get("route")
+    rampart_metrics.record_http(
+        getattr(route, "path", "unmatched"), response.status_code, time.perf_counter() - started
+    )
+    return response

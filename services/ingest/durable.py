@@ -207,6 +207,7 @@ class DurableIngest:
             state=DocumentState.PENDING,
             chunks=stored.chunks if stored is not None else 0,
             updated_at=submitted_at,
+            readers=stored.readers if stored is not None else [],
         )
 
     # ---- worker ----

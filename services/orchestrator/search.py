@@ -20,6 +20,7 @@ from services.rerank.config import RerankSettings
 from services.rerank.stage import Mode, RerankStage
 from services.retrieval.config import FusionSettings
 from services.retrieval.hybrid import SearchOutcome, SearchParams
+from services.retrieval.links.options import NO_LINKS, LinkOptions
 from services.retrieval.retriever import Retriever
 
 
@@ -46,6 +47,7 @@ class FactCheckOptions:
     copies: bool = False  # ask the index for claim-vector near-copies of the judged results
     copy_expand: float = 0.0  # and for the near-copies of their closest copies at this cosine (0 = no)
     copy_leads: float = 0.0  # and the opening name of their closest copies at this cosine (0 = no)
+    copy_overlap: float = 0.0  # and the word overlap with their closest copies at this cosine (0 = no)
     # the rules that read document titles apply (FactChecker.check); cleared for a generic corpus
     linked: bool = True
 
@@ -54,7 +56,15 @@ def generic_params(params: SearchParams) -> SearchParams:
     """``params`` for a tenant of the generic corpus profile: no link stream (``link_seeds``,
     ``backlinks``) and no copy leads, which only the linked profile's title rules read. The one list
     of search parameters a profile turns off (:meth:`SearchPipeline.profiled`, the attack evaluation)."""
-    return replace(params, link_seeds=0, backlinks=0, copy_leads=0.0)
+    return replace(params, links=NO_LINKS)
+
+
+def _with_head(links: LinkOptions, head: int) -> LinkOptions:
+    """``links`` whose named pages join the first ``head`` results (unless the request set its own
+    head); nothing changes when the search follows no links."""
+    if links.seeds <= 0 or links.head:
+        return links
+    return replace(links, head=head)
 
 
 class SearchPipeline:
@@ -114,6 +124,9 @@ class SearchPipeline:
             copies=d.copy_min_docs > 0,
             copy_expand=d.copy_border_threshold if d.copy_min_docs > 0 else 0.0,
             copy_leads=d.copy_threshold if d.copy_min_docs > 0 and d.copy_subjects else 0.0,
+            copy_overlap=d.copy_threshold
+            if d.copy_min_docs > 0 and d.arrival_order and d.copy_planting
+            else 0.0,
         )
 
     def linked(self, principal: Principal) -> bool:
@@ -153,7 +166,10 @@ class SearchPipeline:
             vectors=True,
             copy_depth=max(params.copy_depth, copy_depth),
             copy_expand=max(params.copy_expand, fc.copy_expand if copy_depth else 0.0),
-            copy_leads=max(params.copy_leads, fc.copy_leads if copy_depth else 0.0),
+            copy_overlap=max(params.copy_overlap, fc.copy_overlap if copy_depth else 0.0),
+            links=replace(
+                params.links, copy_leads=max(params.links.copy_leads, fc.copy_leads if copy_depth else 0.0)
+            ),
         )
 
     def search(
@@ -181,7 +197,7 @@ class SearchPipeline:
                         self.for_check(params, fc, opts, judge),
                         top_k=need,
                         # named pages join what the reranker reads, or the results when nothing reranks
-                        link_head=params.link_head or (opts.depth if opts.enabled else wanted),
+                        links=_with_head(params.links, opts.depth if opts.enabled else wanted),
                     ),
                 )
                 rs.set_attributes(

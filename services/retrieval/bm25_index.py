@@ -171,9 +171,24 @@ class TantivyBm25Index:
         cids = searcher.fast_field_values("cid", [addr for _, addr in hits])
         return [(int(c or 0), float(s)) for (s, _), c in zip(hits, cids, strict=True)]
 
-    def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
+    def doc_freqs(self, terms: Iterable[str], tenant: str | None = None) -> dict[str, int]:
+        """Chunks holding each (analysed) term: in the whole index, or in ``tenant``'s chunks only
+        (BM25 per tenant: one tenant's words must not move another's scores)."""
         searcher = self._index.searcher()
-        return {t: int(searcher.doc_freq("body", t)) for t in terms}
+        if tenant is None:
+            return {t: int(searcher.doc_freq("body", t)) for t in terms}
+        tenant_q = tantivy.Query.term_query(self._schema, "tenant", tenant)
+        out: dict[str, int] = {}
+        for t in terms:
+            both = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "body", t)),
+                    (tantivy.Occur.Must, tenant_q),
+                ]
+            )
+            found = searcher.search(both, limit=1, count=True)
+            out[t] = int(found.count)  # type: ignore[attr-defined]  # the stub lacks count (set with count=True)
+        return out
 
 
 def bm25_scores(

@@ -1,12 +1,12 @@
-"""Reads an index may serve beyond storage: the fact-check's (:class:`CheckReads`) and linking's
-(:class:`LinkReads`).
+"""Reads an index may serve beyond storage: the fact-check's (:class:`CheckReads`); linking's are the
+linked profile's extension (:class:`services.retrieval.links.reads.LinkReads`).
 
 :class:`~services.retrieval.index.SearchIndex` is what every index must do (write, search, read
 chunks). These reads exist for one consumer each and need what not every backend keeps (claim vectors
 beside the ordinary ones, a title table), so they are capabilities of their own: an index declares the
 ones it serves (:class:`~services.retrieval.embedded_index.EmbeddedIndex` and
 :class:`~services.retrieval.remote_index.RemoteIndex` serve both), and a caller asks for the one it
-uses with :func:`check_reads` / :func:`link_reads`, which name the missing capability and the fix
+uses with :func:`check_reads` (:func:`~services.retrieval.links.reads.link_reads`), which name the missing capability and the fix
 instead of failing on a missing method.
 """
 
@@ -20,16 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import ErrorCode, RampartError, invalid
-from services.common.subjects import lead_name
-from services.common.types import Chunk, Principal, SearchFilters
-from services.retrieval.index import Hits
+from services.common.types import Principal
 
 MAX_COPY_LIMIT = 64  # copy_cosines: cosines per chunk (one per other document)
 # copy_cosines searches limit * FACTOR + EXTRA claim vectors per chunk (other chunks of its own
 # document and several chunks of one other document are dropped from what it finds)
 COPY_SEARCH_FACTOR = 4
 COPY_SEARCH_EXTRA = 8
-MAX_NAMED_KEYS = 20_000  # candidate names looked up per ``named`` call
 
 # (chunk ids, limit) -> per chunk with a claim vector: (chunk, cosine) of the closest chunk of each
 # other readable document, highest first, at most ``limit``
@@ -44,9 +41,9 @@ class Copies:
     first. ``neighbors``: for the first ``len(neighbors)`` of those (the ones at or above the caller's
     ``expand`` cosine), that closest chunk's *own* cosines, computed the same way — what lets the
     planted-copies detector grow a dense group to its border members (DBSCAN over the corpus).
-    ``leads``: for the first ``len(leads)`` of the cosines (those at or above the caller's ``leads``
-    cosine), the name that closest chunk opens with (``services.common.subjects.lead_name``, ``""`` if
-    none) — what tells a template family's pages from copies of one claim. ``arrivals``: parallel to
+    ``others``: parallel to ``cosines``, each closest chunk's id, for a caller that reads more about a
+    copy (the linked profile reads the name it opens with, :mod:`services.retrieval.links.leads`).
+    ``arrivals``: parallel to
     ``cosines``, each closest chunk's place in the index's write order (its chunk id, allocated in write
     order: larger = written later; empty when an index does not report it) — what tells a group that
     arrived after the documents around it (a campaign planted into a corpus) from one that came with
@@ -55,8 +52,8 @@ class Copies:
 
     cosines: list[float]
     neighbors: list[list[float]] = field(default_factory=list)
-    leads: list[str] = field(default_factory=list)
     arrivals: list[int] = field(default_factory=list)
+    others: list[int] = field(default_factory=list)
 
 
 def copy_profiles(
@@ -64,23 +61,18 @@ def copy_profiles(
     limit: int,
     *,
     expand: float,
-    leads: float,
     closest: Closest,
-    chunks: Callable[[Sequence[int]], dict[int, Chunk]],
 ) -> dict[int, Copies]:
-    """:meth:`CheckReads.copy_cosines` from an index's ``closest`` search and chunk reads: one
-    implementation of the arguments' checks and of how neighbors and leads are assembled, so every
-    index answers alike."""
+    """:meth:`CheckReads.copy_cosines` from an index's ``closest`` search: one implementation of the
+    arguments' checks and of how neighbors are assembled, so every index answers alike. Chunk ids are
+    allocated in write order by every index here, so a close chunk's id is also its arrival."""
     if not 1 <= limit <= MAX_COPY_LIMIT:
         raise invalid(f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit)
-    for name, value in (("expand", expand), ("leads", leads)):
-        if not 0.0 <= value <= 1.0:
-            raise invalid(f"{name} = {value} is out of range; use 0..1 (0 = none)", field=name, value=value)
+    if not 0.0 <= expand <= 1.0:
+        raise invalid(f"expand = {expand} is out of range; use 0..1 (0 = none)", field="expand", value=expand)
     near_of = closest(list(cids), limit)
     wanted = _reaching(near_of, expand)
     theirs = closest(wanted, limit) if wanted else {}
-    named = _reaching(near_of, leads)
-    opening = {cid: lead_name(c.text) for cid, c in chunks(named).items()} if named else {}
     out: dict[int, Copies] = {}
     for cid, near in near_of.items():
         neighbors = (
@@ -88,8 +80,8 @@ def copy_profiles(
             if expand > 0.0
             else []
         )
-        names = [opening.get(other, "") for other, cos in near if cos >= leads] if leads > 0.0 else []
-        out[cid] = Copies([cos for _, cos in near], neighbors, names, [other for other, _ in near])
+        ids = [other for other, _ in near]
+        out[cid] = Copies([cos for _, cos in near], neighbors, arrivals=ids, others=ids)
     return out
 
 
@@ -136,34 +128,12 @@ class CheckReads(Protocol):
         limit: int,
         *,
         expand: float = 0.0,
-        leads: float = 0.0,
     ) -> dict[int, Copies]:
         """For each chunk with a claim vector: the cosines between it and the claim vector of the
         closest chunk of each *other* document ``principal`` may read, highest first, at most
         ``limit``; with ``expand`` > 0, also the same cosines of each of those closest chunks that
-        lie at ``expand`` or above (``Copies.neighbors``); with ``leads`` > 0, the opening name of
-        each closest chunk at ``leads`` or above (``Copies.leads``). Chunks without a claim vector
-        are absent. Callers pass only ids they may read."""
-        ...
-
-
-@runtime_checkable
-class LinkReads(Protocol):
-    """What linking reads from the index: the pages a text names by title, the link stream of hybrid
-    search (``SearchParams.link_seeds``; docs/retrieval.md)."""
-
-    def named(
-        self,
-        texts: Sequence[str],
-        principal: Principal,
-        limit: int,
-        *,
-        filters: SearchFilters | None = None,
-    ) -> Hits:
-        """The first chunk of each document ``principal`` may read whose name (its title without a
-        trailing parenthetical, ``titles.name_key``) one of ``texts`` spells out, case-sensitive and on
-        whole words; in order of first mention, at most ``limit``, score 1.0 each. A page that names
-        another links to it."""
+        lie at ``expand`` or above (``Copies.neighbors``); each closest chunk's id (``Copies.others``).
+        Chunks without a claim vector are absent. Callers pass only ids they may read."""
         ...
 
 
@@ -176,16 +146,4 @@ def check_reads(index: object) -> CheckReads:
         f"the index {type(index).__name__} does not serve the fact-check's reads (stored vectors, copy "
         "cosines); use an index that does (EmbeddedIndex, RemoteIndex) or search with the fact-check off",
         capability="CheckReads",
-    )
-
-
-def link_reads(index: object) -> LinkReads:
-    """``index`` as linking's reads, or FAILED_PRECONDITION naming what to change."""
-    if isinstance(index, LinkReads):
-        return index
-    raise RampartError(
-        ErrorCode.FAILED_PRECONDITION,
-        f"the index {type(index).__name__} does not serve linking's reads (pages named by title); use an "
-        "index that does (EmbeddedIndex, RemoteIndex) or search with link_seeds 0",
-        capability="LinkReads",
     )

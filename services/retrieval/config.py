@@ -10,7 +10,8 @@
   :class:`~services.retrieval.hybrid.SearchParams`.
 
 :data:`MAX_LINK_SEEDS` and :data:`MAX_BACKLINKS` bound ``fusion.link_seeds`` and ``fusion.backlinks``
-here and in every request that overrides them (HTTP schema, gRPC wire).
+here and in every request that overrides them (HTTP schema, the linked extension's
+:class:`~services.retrieval.links.options.LinkOptions` on the gRPC wire).
 """
 
 from __future__ import annotations

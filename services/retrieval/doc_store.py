@@ -145,7 +145,7 @@ class DocStore:
     def get_status(self, tenant: str, doc_id: str) -> DocumentStatus | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT doc_id, tenant, version, state, chunks, error, updated_at FROM documents "
+                "SELECT doc_id, tenant, version, state, chunks, error, updated_at, acl_json FROM documents "
                 "WHERE tenant=? AND doc_id=?",
                 (tenant, doc_id),
             ).fetchone()
@@ -159,6 +159,7 @@ class DocStore:
             chunks=row[4],
             error=row[5],
             updated_at=row[6],
+            readers=_acl_tokens(row[7]),
         )
 
     def get_version(self, tenant: str, doc_id: str) -> tuple[int, str, DocumentState] | None:
@@ -417,10 +418,15 @@ class DocStore:
             rows = self._db.execute("SELECT cid FROM chunks ORDER BY cid").fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def length_stats(self) -> tuple[int, int]:
-        """``(chunk count, total analysed tokens)`` for BM25's average length."""
+    def length_stats(self, tenant: str | None = None) -> tuple[int, int]:
+        """``(chunk count, total analysed tokens)`` for BM25's average length: the index's, or one
+        tenant's (per-tenant statistics)."""
+        where, args = ("WHERE tenant=?", (tenant,)) if tenant is not None else ("", ())
         with self._lock:
-            n, total = self._db.execute("SELECT count(*), coalesce(sum(token_len), 0) FROM chunks").fetchone()
+            n, total = self._db.execute(
+                f"SELECT count(*), coalesce(sum(token_len), 0) FROM chunks {where}",
+                args,
+            ).fetchone()
         return int(n), int(total)
 
     def get_meta(self, key: str) -> str | None:
@@ -438,3 +444,9 @@ class DocStore:
     def counts_by_state(self) -> dict[str, int]:
         with self._lock:
             return {s: n for s, n in self._db.execute("SELECT state, count(*) FROM documents GROUP BY state")}
+
+
+def _acl_tokens(acl_json: str) -> list[str]:
+    """The stored ACL as index tokens; ``{}`` (a document only ever marked, never written): none."""
+    data = json.loads(acl_json or "{}")
+    return Acl.model_validate(data).tokens() if data else []

@@ -24,21 +24,20 @@ from services.retrieval.bm25_index import TANTIVY_B, TANTIVY_K1, Bm25Doc, Tantiv
 from services.retrieval.capabilities import (
     COPY_SEARCH_EXTRA,
     COPY_SEARCH_FACTOR,
-    MAX_NAMED_KEYS,
     CheckReads,
     Copies,
-    LinkReads,
     closest_per_document,
     copy_profiles,
 )
 from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import DocStore, DocumentWrite
 from services.retrieval.index import Hits
+from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
 from services.retrieval.vector_index import FaissVectorIndex
 
 log = logging.getLogger(__name__)
 
-RESCORE_DEPTH = 4  # candidates per wanted hit when k1/b differ from tantivy's built-ins
+RESCORE_DEPTH = 4  # candidates per wanted hit when rescored (other k1/b, or per-tenant statistics)
 RESCORE_MIN = 200
 
 
@@ -71,6 +70,9 @@ class EmbeddedIndex(CheckReads, LinkReads):
         self._write_lock = threading.Lock()
         self._generation = 0
         self._allowed_cache: dict[tuple[str, tuple[str, ...]], tuple[int, npt.NDArray[np.int64]]] = {}
+        # a tenant's (chunk count, total analysed length) per generation: a SQL sum over its chunks
+        # is tens of ms at 100k chunks, and every BM25 search of a shared index needs it
+        self._lengths_cache: dict[str, tuple[int, tuple[int, int]]] = {}
 
     @classmethod
     def open(
@@ -280,7 +282,13 @@ class EmbeddedIndex(CheckReads, LinkReads):
             if not restrict:
                 return []
         k1, b = self._settings.bm25_k1, self._settings.bm25_b
-        native = abs(k1 - TANTIVY_K1) < 1e-9 and abs(b - TANTIVY_B) < 1e-9
+        # BM25 per tenant: IDF and average length from the caller's tenant alone. Tantivy's own
+        # scores use the whole index's statistics, so a second tenant's documents would move them
+        # (a rare word another tenant wrote lowers its IDF: detectable, issue 36 point 5). With one
+        # tenant in the index the two are the same and tantivy's scores stand.
+        own = self._tenant_lengths(principal.tenant)
+        shared = own[0] != self.bm25_index.num_docs()
+        native = abs(k1 - TANTIVY_K1) < 1e-9 and abs(b - TANTIVY_B) < 1e-9 and not shared
         depth = limit if native or restrict is not None else max(limit * RESCORE_DEPTH, RESCORE_MIN)
         hits = self.bm25_index.search(
             query,
@@ -291,12 +299,28 @@ class EmbeddedIndex(CheckReads, LinkReads):
         )
         if native or not hits:
             return hits[:limit]
-        return self._rescore(query, hits, k1, b)[:limit]
+        return self._rescore(query, hits, k1, b, principal.tenant, own)[:limit]
 
-    def _rescore(self, query: str, hits: Hits, k1: float, b: float) -> Hits:
+    def _tenant_lengths(self, tenant: str) -> tuple[int, int]:
+        """``(chunk count, total analysed length)`` of ``tenant``, cached until the next write."""
+        cached = self._lengths_cache.get(tenant)
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        generation = self._generation
+        lengths = self.store.length_stats(tenant)
+        if len(self._lengths_cache) > 1024:
+            self._lengths_cache.clear()
+        self._lengths_cache[tenant] = (generation, lengths)
+        return lengths
+
+    def _rescore(
+        self, query: str, hits: Hits, k1: float, b: float, tenant: str, lengths: tuple[int, int]
+    ) -> Hits:
+        """``hits`` scored again with ``k1``/``b`` and ``tenant``'s own statistics (``lengths``:
+        its chunk count and total analysed length)."""
         terms = self.bm25_index.analyze(query)
         stored = self.store.get_chunks([c for c, _ in hits])
-        n_chunks, total = self.store.length_stats()
+        n_chunks, total = lengths
         docs = [
             (cid, self.bm25_index.analyze(stored[cid].chunk.indexed_text), stored[cid].token_len)
             for cid, _ in hits
@@ -305,8 +329,8 @@ class EmbeddedIndex(CheckReads, LinkReads):
         scores = bm25_scores(
             terms,
             docs,
-            doc_freqs=self.bm25_index.doc_freqs(set(terms)),
-            num_docs=self.bm25_index.num_docs(),
+            doc_freqs=self.bm25_index.doc_freqs(set(terms), tenant),
+            num_docs=n_chunks,
             avg_len=total / max(n_chunks, 1),
             k1=k1,
             b=b,
@@ -372,15 +396,9 @@ class EmbeddedIndex(CheckReads, LinkReads):
         limit: int,
         *,
         expand: float = 0.0,
-        leads: float = 0.0,
     ) -> dict[int, Copies]:
         return copy_profiles(
-            cids,
-            limit,
-            expand=expand,
-            leads=leads,
-            closest=lambda some, n: self._closest(some, principal, n),
-            chunks=self.chunks,
+            cids, limit, expand=expand, closest=lambda some, n: self._closest(some, principal, n)
         )
 
     def _closest(

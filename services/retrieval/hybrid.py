@@ -9,32 +9,28 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from services.common.errors import invalid
 from services.common.query_text import check_query
-from services.common.titles import name_key, names, spelled
 from services.common.types import Chunk, FusionMethod, Principal, Retriever, ScoredChunk, SearchFilters
 from services.common.verdicts import Judgement
-from services.retrieval.capabilities import Copies, check_reads, link_reads
+from services.retrieval.capabilities import check_reads
 from services.retrieval.config import FusionSettings
+from services.retrieval.copy_overlap import copy_overlaps
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, Fused, fuse
 from services.retrieval.index import SearchIndex
+from services.retrieval.links.leads import copy_leads
+from services.retrieval.links.options import NO_LINKS, LinkOptions
+from services.retrieval.links.stream import LINK_SCORES, LinkStream
 
 # other documents whose claim-vector cosine is reported per result (the fact-check counts those above
 # its threshold; more than a handful of copies adds nothing to the decision)
 COPY_LIMIT = 8
-# Pages named by the seeds take at most this share of the head: they are candidates for the reranker,
-# not a replacement for what both retrievers found.
-LINK_SHARE = 0.25
-LINK_SCORE = "link"  # ``ScoredChunk.scores`` key of a page that joined the head by being named
-BACKLINK_SCORE = "backlink"  # ... and of a page that joined it by naming a seed
-# Chunks read per seed when looking for pages that name it: its name's words (twice) and the query's
-# ranked by BM25, then only those that spell the name are kept.
-BACKLINK_POOL = 50
 
 
 @dataclass(frozen=True)
@@ -57,17 +53,11 @@ class SearchParams:
     # > 0: their closest other documents at this cosine or above also get their own copy cosines
     # (``copy_neighbors``: the planted-copies rule's border members)
     copy_expand: float = 0.0
-    # > 0: their closest other documents at this cosine or above carry the name their chunk opens with
-    # (``copy_leads``: the planted-copies rule does not count a copy about another subject)
-    copy_leads: float = 0.0
-    # > 0: the documents the top ``link_seeds`` fused results name by title join the head at its end
-    # (at most ``LINK_SHARE`` of it): a two-hop question's second page is named by its first
-    link_seeds: int = 0
-    # the head those pages join: what the reranker reads (0 = all ``top_k``); the search pipeline sets it
-    link_head: int = 0
-    # with ``link_seeds``: at most this many documents that name a seed by title (the best for the
-    # query by BM25) join the head too: the second page of a two-hop question may name the first
-    backlinks: int = 0
+    # > 0: their closest other documents at this cosine or above also get the word overlap of their
+    # text with the result's (``copy_overlaps``: an edited copy of an older passage shares most words)
+    copy_overlap: float = 0.0
+    # the linked corpus profile's extension (link stream, back-links, copy leads); none by default
+    links: LinkOptions = NO_LINKS
 
     @classmethod
     def from_settings(
@@ -97,8 +87,10 @@ class SearchParams:
             fill_missing=fill_missing if fill_missing is not None else s.fill_missing,
             bounds=bounds or {},
             filters=filters,
-            link_seeds=link_seeds if link_seeds is not None else s.link_seeds,
-            backlinks=backlinks if backlinks is not None else s.backlinks,
+            links=LinkOptions(
+                seeds=link_seeds if link_seeds is not None else s.link_seeds,
+                backlinks=backlinks if backlinks is not None else s.backlinks,
+            ),
         )
 
 
@@ -116,6 +108,7 @@ class HybridRetriever:
     def __init__(self, index: SearchIndex, embedder: Embedder) -> None:
         self.index = index
         self.embedder = embedder
+        self.links = LinkStream(index)
 
     def close(self) -> None:
         """Nothing of its own to release: the index belongs to whoever opened it."""
@@ -169,18 +162,16 @@ class HybridRetriever:
             rank_lists=own_ranks,
         )[: params.top_k]
         chunks = self.index.chunks([f.key for f in fused])
-        if params.link_seeds > 0 and fused:
+        if params.links.seeds > 0 and fused:
             t1 = time.perf_counter()
             fused = self._link(query, vector, fused, chunks, principal, params, lists)
             timings["link"] = (time.perf_counter() - t1) * 1000
         stored = check_reads(self.index).stored_vectors([f.key for f in fused]) if params.vectors else {}
-        copies: dict[int, Copies] = {}
+        copied: dict[int, dict[str, Any]] = {}
         if params.copy_depth > 0:
             t1 = time.perf_counter()
             head = [f.key for f in fused[: params.copy_depth] if f.key in chunks]
-            copies = check_reads(self.index).copy_cosines(
-                head, principal, COPY_LIMIT, expand=params.copy_expand, leads=params.copy_leads
-            )
+            copied = self._copy_fields(head, principal, params, chunks)
             timings["copies"] = (time.perf_counter() - t1) * 1000
         raw = {name: dict(hits) for name, hits in lists.items()}
         rank_of = {name: {k: i + 1 for i, k in enumerate(order)} for name, order in own_ranks.items()}
@@ -190,18 +181,13 @@ class HybridRetriever:
                 scores={
                     name: raw[name].get(f.key)
                     for name in lists
-                    if name not in (LINK_SCORE, BACKLINK_SCORE) or f.key in raw[name]
+                    if name not in LINK_SCORES or f.key in raw[name]
                 },
                 ranks={name: rank_of[name].get(f.key) for name in rank_of},
                 fused=f.score,
                 vector=[float(x) for x in stored[f.key]] if f.key in stored else None,
-                copy_cosines=copies[f.key].cosines if f.key in copies else None,
-                copy_neighbors=copies[f.key].neighbors
-                if f.key in copies and params.copy_expand > 0
-                else None,
-                copy_leads=copies[f.key].leads if f.key in copies and params.copy_leads > 0 else None,
                 arrival=f.key if params.copy_depth > 0 else None,
-                copy_arrivals=copies[f.key].arrivals if f.key in copies and copies[f.key].arrivals else None,
+                **copied.get(f.key, {}),
             )
             for f in fused
             if f.key in chunks
@@ -221,94 +207,42 @@ class HybridRetriever:
         params: SearchParams,
         lists: dict[str, list[tuple[int, float]]],
     ) -> list[Fused]:
-        """``fused`` with the pages its top ``link_seeds`` name and its head lacks placed at the end of
-        the head (the first ``link_head`` results, default all), then at most ``backlinks`` pages that
-        name those seeds, pushing the rest down; ``chunks`` (``fused``'s chunks) gains theirs.
-
-        A page ranked below the head moves up; each joins with the fused score of the place it takes,
-        ``LINK_SCORE`` (or ``BACKLINK_SCORE``) = 1.0 in ``lists`` and, with ``fill_missing``, its exact
-        scores from the retrievers in ``lists``: the reranker, which reads the head, decides where it
-        belongs. Together they take at most ``LINK_SHARE`` of the head; a page naming a seed keeps its
-        place before the seeds' named pages fill the rest.
-        """
-        n = min(len(fused), params.link_head or params.top_k)
-        room = max(1, int(n * LINK_SHARE)) if n > 1 else 0
-        seeds = [chunks[f.key] for f in fused[: min(params.link_seeds, n)] if f.key in chunks]
-        if not room or not seeds:
-            return fused
-        have = {chunks[f.key].doc_id for f in fused[:n] if f.key in chunks}
-        back = self._naming(query, seeds, principal, params, have)[: min(params.backlinks, room)]
-        taken = have | {c.doc_id for _, c in back}
-        named = link_reads(self.index).named(
-            [c.text for c in seeds], principal, room + len(have), filters=params.filters
+        """The linked profile's link stream over ``fused`` (:class:`LinkStream`), pages joining the head
+        scored like every candidate when the search fills missing scores."""
+        return self.links.apply(
+            query,
+            fused,
+            chunks,
+            principal,
+            params.links,
+            top_k=params.top_k,
+            filters=params.filters,
+            lists=lists,
+            fill=(lambda new: self._fill(query, vector, principal, lists, params.filters, new))
+            if params.fill_missing
+            else None,
         )
-        docs = self.index.chunks([cid for cid, _ in named])
-        forward = [cid for cid, _ in named if cid in docs and docs[cid].doc_id not in taken][
-            : room - len(back)
-        ]
-        new = forward + [cid for cid, _ in back]
-        if not new:
-            return fused
-        chunks.update((cid, docs[cid]) for cid in forward)
-        chunks.update(back)
-        at = n - len(new)
-        if params.fill_missing:
-            self._fill(query, vector, principal, lists, params.filters, new)
-        if forward:
-            lists[LINK_SCORE] = [(cid, 1.0) for cid in forward]
-        if back:
-            lists[BACKLINK_SCORE] = [(cid, 1.0) for cid, _ in back]
-        joined = [Fused(cid, fused[at + i].score, {}) for i, cid in enumerate(new)]
-        moved = set(new)
-        rest = [f for f in fused[at:] if f.key not in moved]
-        return (fused[:at] + joined + rest)[: len(fused)]
 
-    def _naming(
-        self,
-        query: str,
-        seeds: Sequence[Chunk],
-        principal: Principal,
-        params: SearchParams,
-        skip: set[str],
-    ) -> list[tuple[int, Chunk]]:
-        """Readable chunks, one per document not in ``skip``, whose text spells a seed's title (see
-        ``titles.names``), best for ``query`` by BM25 first: the pages that link *to* the seeds.
-
-        A seed whose title the query spells out is not followed (every page retrieved for that name
-        mentions it). Per seed, one BM25 search for its name's words (counted twice) and the query's
-        words reads ``BACKLINK_POOL`` chunks; only those spelling the name are kept. Bounded: at most
-        ``link_seeds`` searches, one read of their chunks, then one BM25 scoring of the kept ones."""
-        if params.backlinks <= 0:
-            return []
-        asked = spelled(query)
-        pools: dict[str, tuple[Chunk, list[int]]] = {}  # name -> (its seed, chunks read for it)
-        for seed in seeds:
-            key = name_key(seed.title)
-            if key is None or key in pools or names(asked, seed.title):
-                continue
-            pool = self.index.bm25(f"{key} {key} {query}", principal, BACKLINK_POOL, filters=params.filters)
-            pools[key] = (seed, [cid for cid, _ in pool])
-        got = self.index.chunks(list(dict.fromkeys(cid for _, cids in pools.values() for cid in cids)))
-        spelt = {cid: spelled(c.text) for cid, c in got.items() if c.doc_id not in skip}
-        found = {
-            cid: got[cid]
-            for seed, cids in pools.values()
-            for cid in cids
-            if cid in spelt and got[cid].doc_id != seed.doc_id and names(spelt[cid], seed.title)
+    def _copy_fields(
+        self, head: list[int], principal: Principal, params: SearchParams, chunks: dict[int, Chunk]
+    ) -> dict[int, dict[str, Any]]:
+        """The ``ScoredChunk`` fields of each of ``head``'s chunks that has a claim vector: its copy cosines
+        and, as ``params`` asks, their neighbors, the copies' write order, how many words each copy shares
+        with the chunk (``chunks`` holds the head's) and, for a linked tenant, the names they open with
+        (the fact-check's planted-copies signal)."""
+        copies = check_reads(self.index).copy_cosines(head, principal, COPY_LIMIT, expand=params.copy_expand)
+        leads = copy_leads(copies, params.links.copy_leads, self.index.chunks)
+        overlaps = copy_overlaps(copies, params.copy_overlap, chunks, self.index.chunks)
+        return {
+            cid: {
+                "copy_cosines": c.cosines,
+                "copy_neighbors": c.neighbors if params.copy_expand > 0 else None,
+                "copy_leads": leads.get(cid),
+                "copy_arrivals": c.arrivals or None,
+                "copy_overlaps": overlaps.get(cid),
+            }
+            for cid, c in copies.items()
         }
-        if not found:
-            return []
-        scored = dict(
-            self.index.bm25(query, principal, len(found), filters=params.filters, restrict=list(found))
-        )
-        order = sorted(found, key=lambda cid: -scored.get(cid, 0.0))  # stable: pool order breaks ties
-        out: list[tuple[int, Chunk]] = []
-        docs: set[str] = set()
-        for cid in order:
-            if found[cid].doc_id not in docs:
-                docs.add(found[cid].doc_id)
-                out.append((cid, found[cid]))
-        return out
 
     def _fill(
         self,

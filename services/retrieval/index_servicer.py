@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from concurrent.futures import Executor
+from typing import Any
 
 import grpc
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
@@ -18,28 +19,23 @@ from services.common import wire
 from services.common.errors import invalid
 from services.common.grpc_server import run_blocking
 from services.common.types import Principal, SearchFilters
-from services.retrieval.capabilities import MAX_COPY_LIMIT, check_reads, link_reads
+from services.retrieval.capabilities import MAX_COPY_LIMIT, check_reads
 from services.retrieval.index import SearchIndex
 
 MAX_LIMIT = 100_000
 
 
-def principal_of(
-    request: index_pb2.Bm25Request
-    | index_pb2.DenseRequest
-    | index_pb2.CopyCosinesRequest
-    | index_pb2.NamedRequest,
-) -> Principal:
-    """The request's principal; a search without one is refused (reads are always scoped)."""
+def principal_of(request: Any) -> Principal:
+    """The request's principal (any read request with a ``principal`` field: the index's and the link
+    extension's); a search without one is refused (reads are always scoped)."""
     if not request.HasField("principal"):
         raise invalid("principal is required: every read is evaluated as a caller", field="principal")
     return wire.principal_from_pb(request.principal)
 
 
-def filters_of(
-    request: index_pb2.Bm25Request | index_pb2.DenseRequest | index_pb2.NamedRequest,
-) -> SearchFilters | None:
-    """The read's extra restrictions, ``None`` when the request sets none."""
+def filters_of(request: Any) -> SearchFilters | None:
+    """The read's extra restrictions, ``None`` when the request sets none (any read request with a
+    ``filters`` field: the index's and the link extension's)."""
     return wire.filters_from_pb(request.filters) if request.HasField("filters") else None
 
 
@@ -152,24 +148,6 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         hits = await run_blocking(self.executor, self.index.dense, vector, principal, limit, filters=filters)
         return _hits(hits)
 
-    async def Named(
-        self, request: index_pb2.NamedRequest, context: grpc.aio.ServicerContext
-    ) -> index_pb2.HitsResponse:
-        principal = principal_of(request)
-        limit = check_limit(request.limit)
-        filters = filters_of(request)
-        if limit == 0:
-            return index_pb2.HitsResponse()
-        hits = await run_blocking(
-            self.executor,
-            link_reads(self.index).named,
-            list(request.texts),
-            principal,
-            limit,
-            filters=filters,
-        )
-        return _hits(hits)
-
     async def Cosine(
         self, request: index_pb2.CosineRequest, context: grpc.aio.ServicerContext
     ) -> index_pb2.CosineResponse:
@@ -194,16 +172,15 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             raise invalid(
                 f"limit = {limit} is out of range; use 1..{MAX_COPY_LIMIT}", field="limit", value=limit
             )
-        for name, value in (("expand", request.expand), ("leads", request.leads)):
-            if not 0.0 <= value <= 1.0:
-                raise invalid(
-                    f"{name} = {value} is out of range; use 0..1 (0 = none)", field=name, value=value
-                )
+        if not 0.0 <= request.expand <= 1.0:
+            raise invalid(
+                f"expand = {request.expand} is out of range; use 0..1 (0 = none)",
+                field="expand",
+                value=request.expand,
+            )
         cosines = await run_blocking(
             self.executor,
-            functools.partial(
-                check_reads(self.index).copy_cosines, expand=request.expand, leads=request.leads
-            ),
+            functools.partial(check_reads(self.index).copy_cosines, expand=request.expand),
             list(request.cids),
             principal,
             limit,

@@ -50,16 +50,15 @@ from services.common.types import Chunk, DocumentState, DocumentStatus, Principa
 from services.retrieval.capabilities import (
     COPY_SEARCH_EXTRA,
     COPY_SEARCH_FACTOR,
-    MAX_NAMED_KEYS,
     CheckReads,
     Copies,
-    LinkReads,
     closest_per_document,
     copy_profiles,
 )
 from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import DocumentWrite
 from services.retrieval.index import Hits
+from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
 from services.retrieval.opensearch_claim import FIRST_WAIT_S, Claims, Held, held_by_other, newer_version
 from services.retrieval.opensearch_layout import (
     ANALYZER,
@@ -755,6 +754,7 @@ class OpenSearchIndex(CheckReads, LinkReads):
             chunks=int(d.get("chunks") or 0),
             error=d.get("error"),
             updated_at=float(d.get("updated_at") or 0.0),
+            readers=[str(t) for t in d.get("acl") or []],
         )
 
     def current(self, tenant: str, doc_id: str) -> tuple[int, str, DocumentState] | None:
@@ -958,15 +958,9 @@ class OpenSearchIndex(CheckReads, LinkReads):
         limit: int,
         *,
         expand: float = 0.0,
-        leads: float = 0.0,
     ) -> dict[int, Copies]:
         return copy_profiles(
-            cids,
-            limit,
-            expand=expand,
-            leads=leads,
-            closest=lambda some, n: self._closest(some, principal, n),
-            chunks=self.chunks,
+            cids, limit, expand=expand, closest=lambda some, n: self._closest(some, principal, n)
         )
 
     def _closest(

@@ -14,22 +14,24 @@ from collections.abc import Sequence
 import grpc
 import numpy as np
 import numpy.typing as npt
+from rampart.links.v1 import links_pb2, links_pb2_grpc
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
 
 from services.common import wire
 from services.common.config import RemoteSettings
 from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
-from services.retrieval.capabilities import CheckReads, Copies, LinkReads
+from services.retrieval.capabilities import CheckReads, Copies
 from services.retrieval.doc_store import DocumentWrite
 from services.retrieval.index import Hits
+from services.retrieval.links.reads import LinkReads
 
 INDEX_SERVICE = "rampart.retrieval.v1.IndexService"
 
 
 class RemoteIndex(CheckReads, LinkReads):
-    """A ``SearchIndex`` (with the fact-check's and linking's reads) whose every method is one
-    ``IndexService`` RPC."""
+    """A ``SearchIndex`` (with the fact-check's and linking's reads) whose every method is one RPC of
+    ``IndexService`` (linking's: of the extension's ``LinkService``, served beside it)."""
 
     def __init__(
         self, channel: grpc.Channel, address: str, *, deadline_ms: int, write_deadline_ms: int
@@ -37,6 +39,7 @@ class RemoteIndex(CheckReads, LinkReads):
         self.address = address
         self._channel = channel
         self._stub = index_pb2_grpc.IndexServiceStub(channel)
+        self._links = links_pb2_grpc.LinkServiceStub(channel)
         self._caller = Caller(channel, address, deadline_ms=deadline_ms)
         self._write_deadline_ms = write_deadline_ms
         self._dim: int | None = None
@@ -164,14 +167,14 @@ class RemoteIndex(CheckReads, LinkReads):
         *,
         filters: SearchFilters | None = None,
     ) -> Hits:
-        request = index_pb2.NamedRequest(
+        request = links_pb2.NamedRequest(
             texts=list(texts),
             principal=wire.principal_to_pb(principal),
             limit=limit,
             filters=wire.filters_to_pb(filters),
         )
-        reply = self._caller.call(self._stub.Named, request, idempotent=True)
-        return [(int(h.cid), float(h.score)) for h in reply.hits]
+        reply = self._caller.call(self._links.Named, request, idempotent=True)
+        return [(int(cid), 1.0) for cid in reply.cids]
 
     def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
         request = index_pb2.CosineRequest(vector=wire.vector_to_bytes(vector), cids=list(cids))
@@ -193,14 +196,9 @@ class RemoteIndex(CheckReads, LinkReads):
         limit: int,
         *,
         expand: float = 0.0,
-        leads: float = 0.0,
     ) -> dict[int, Copies]:
         request = index_pb2.CopyCosinesRequest(
-            cids=list(cids),
-            principal=wire.principal_to_pb(principal),
-            limit=limit,
-            expand=expand,
-            leads=leads,
+            cids=list(cids), principal=wire.principal_to_pb(principal), limit=limit, expand=expand
         )
         reply = self._caller.call(self._stub.CopyCosines, request, idempotent=True)
         return wire.copy_cosines_from_pb(reply.cosines)

@@ -12,6 +12,7 @@ import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+from rampart.links.v1 import links_pb2_grpc
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 
 from services.common.config import GrpcServerSettings
@@ -22,6 +23,7 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.index import SearchIndex
 from services.retrieval.index_servicer import IndexServicer
+from services.retrieval.links.link_servicer import LINK_SERVICE, LinkServicer
 from services.retrieval.retrieval_servicer import RetrievalServicer
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,11 @@ class RetrievalApp:
             index_pb2_grpc.add_IndexServiceServicer_to_server,
             IndexServicer(index, self.executor),
             INDEX_SERVICE,
+        )
+        # always served: a call whose index lacks linking's reads gets FAILED_PRECONDITION naming the
+        # capability and the fix, not a bare UNIMPLEMENTED
+        self.server.add(
+            links_pb2_grpc.add_LinkServiceServicer_to_server, LinkServicer(index, self.executor), LINK_SERVICE
         )
         if embedder is not None:
             self.server.add(

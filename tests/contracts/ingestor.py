@@ -63,6 +63,7 @@ class IngestorContract:
         status = ingestor.status("acme", a)
         assert status is not None
         assert (status.state, status.version, status.chunks) == (DocumentState.INDEXED, 1, first[0].chunks)
+        assert status.readers == ["g:*"]  # the stored ACL, which the gateway's write ACL reads
 
         again = ingestor.ingest([doc(a, LEAVE)])
         assert again[0].outcome is Outcome.UNCHANGED

@@ -103,7 +103,10 @@ def stack(models_dir: Path) -> Iterator[Stack]:
         settings = RampartSettings()
         store = ApiKeyStore.from_settings(settings)
         keys = {
-            "writer": store.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
+            # admin: it re-ingests documents restricted to groups it is not in (the write ACL)
+            "writer": store.create(
+                Principal(tenant="acme", user="ops", scopes=["search", "ingest", "admin"])
+            )[0],
             "alice": store.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
             "bob": store.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
             "other": store.create(Principal(tenant="globex", user="eve", groups=["eng"]))[0],

@@ -113,6 +113,23 @@ def test_keys_lifecycle(env: dict[str, str]) -> None:
     assert "revoked" in run(env, "keys", "revoke", key_id)
 
 
+def test_keys_expiry_and_rotation(env: dict[str, str]) -> None:
+    """A key with an expiry, rotated: both work during the overlap; the old one records its successor."""
+    from services.gateway.api_keys import ApiKeyStore
+
+    old = run(env, "keys", "create", "--tenant", "acme", "--user", "ci", "--expires-days", "30").strip()
+    old_id = old.split("_")[1]
+    rotated = run(env, "keys", "rotate", old_id, "--overlap-hours", "1").strip().splitlines()
+    new = rotated[-1]
+    assert new.startswith("rk_") and new != old
+    store = ApiKeyStore(Path(env["RAMPART_DATA_DIR"]) / "api-keys.json")
+    assert store.authenticate(old)[0] == old_id and store.authenticate(new)[1].user == "ci"
+    by_id = {k.id: k for k in store.list()}
+    assert by_id[old_id].replaced_by == new.split("_")[1] and by_id[old_id].not_after is not None
+    result = CliRunner().invoke(app, ["keys", "rotate", "nope"], env=env)
+    assert result.exit_code != 0 and "no active key 'nope'" in " ".join(result.output.split())
+
+
 def write_beir(root: Path) -> Path:
     (root / "qrels").mkdir(parents=True)
     docs = {

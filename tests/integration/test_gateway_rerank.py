@@ -21,18 +21,23 @@ from services.rerank.config import RerankSettings, TritonSettings
 from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from tests.conftest import free_port
-from tests.integration.test_gateway import HANDBOOK, ingest, search
+from tests.integration.test_gateway import HANDBOOK, auth, ingest, search
 
 
 def client_for(
     runtime: Runtime, tmp_path: Path, docs: list[dict[str, Any]] = HANDBOOK
 ) -> tuple[TestClient, dict[str, str]]:
-    """A gateway over ``runtime`` with writer/alice(eng)/bob(hr) keys and ``docs`` ingested."""
+    """A gateway over ``runtime`` with writer/alice(eng)/bob(hr) keys and ``docs`` ingested; also an
+    ingest key whose documents are untrusted (wiki) and an admin key (ops-admin)."""
     keys = ApiKeyStore(tmp_path / "keys.json")
     made = {
         "writer": keys.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
         "alice": keys.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
         "bob": keys.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
+        "wiki": keys.create(Principal(tenant="acme", user="wiki-sync", scopes=["ingest"]), trust="untrusted")[
+            0
+        ],
+        "ops-admin": keys.create(Principal(tenant="acme", user="root", scopes=["admin"]))[0],
     }
     client = TestClient(create_app(runtime, keys))
     assert ingest(client, made["writer"], docs).status_code == 200
@@ -152,7 +157,7 @@ def test_unreachable_triton_degrades_to_fused_order(
             assert body["degraded"] == ["rerank"]
             assert body["results"][0]["doc_id"] == "leave"  # fused order still answers
             assert all("rerank" not in r["scores"] for r in body["results"])
-            ready = client.get("/readyz").json()
+            ready = client.get("/v1/readiness", headers=auth(k["ops-admin"])).json()
             assert ready["rerank"].startswith("degraded")
             metrics = client.get("/metrics").text
             assert f'rampart_degraded_total{{stage="rerank"}} {before + 1!r}' in metrics

@@ -17,11 +17,13 @@ from services.common.config import GrpcServerSettings, RemoteSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
 from services.common.types import Acl, Chunk, Principal
-from services.retrieval.capabilities import CheckReads, LinkReads
+from services.retrieval.capabilities import CheckReads
 from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.links.options import LinkOptions
+from services.retrieval.links.reads import LinkReads
 from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
@@ -106,7 +108,7 @@ def test_storage_only_index_searches_and_refuses_what_needs_a_capability(embedde
     for params, capability in (
         (replace(plain, vectors=True), "CheckReads"),
         (replace(plain, copy_depth=2), "CheckReads"),
-        (replace(plain, link_seeds=1), "LinkReads"),
+        (replace(plain, links=LinkOptions(seeds=1)), "LinkReads"),
     ):
         with pytest.raises(RampartError) as err:
             HybridRetriever(storage, None).search_with_vector(query, vec(query), ALICE, params)  # type: ignore[arg-type]

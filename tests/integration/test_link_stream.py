@@ -18,7 +18,9 @@ from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import BACKLINK_SCORE, LINK_SCORE, HybridRetriever, SearchParams
+from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.links.options import NO_LINKS, LinkOptions
+from services.retrieval.links.stream import BACKLINK_SCORE, LINK_SCORE
 from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp
 from tests.integration.grpc_servers import BackgroundLoop
@@ -76,6 +78,7 @@ def writes(
                     ),
                     lengths[i],
                     vectors[i],
+                    vectors[i],  # the claim vector: one chunk, no header, so the same text
                 )
             ],
         )
@@ -93,7 +96,7 @@ def index(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Itera
 
 def params(top_k: int, link_seeds: int, link_head: int = 0, backlinks: int = 0) -> SearchParams:
     p = SearchParams.from_settings(FusionSettings(), top_k=top_k, link_seeds=link_seeds, backlinks=backlinks)
-    return replace(p, link_head=link_head)
+    return replace(p, links=replace(p.links, head=link_head))
 
 
 def docs(hits: list) -> list[str]:  # type: ignore[type-arg]
@@ -268,3 +271,59 @@ def test_backlinks_over_grpc_equal_local(
     assert [h.scores.get(BACKLINK_SCORE) for h in got.hits] == [
         h.scores.get(BACKLINK_SCORE) for h in want.hits
     ]
+
+
+# Pages cut from one template: each opens with its own name (the copy leads tell them apart).
+SEASONS = [
+    (
+        f"season{year}",
+        f"{year} Colorado Buffaloes football team",
+        ["*"],
+        f"The {year} Colorado Buffaloes football team represented the University of Colorado in the "
+        "college football season; the team played its home games at Folsom Field in Boulder.",
+    )
+    for year in (2009, 2010, 2011)
+]
+SEASON_Q = "Where did the Colorado Buffaloes football team play its home games?"
+
+
+def test_copy_leads_travel_over_grpc_as_local(tmp_path: Path, embedder: Embedder) -> None:
+    """A linked search asking for copy leads gets, per copy-checked hit, the name each close copy
+    opens with; over gRPC (the extension's map) exactly as in-process; none unless asked."""
+    local = EmbeddedIndex.open(tmp_path / "seasons", dim=embedder.dim)
+    local.write(writes(embedder, local, SEASONS))
+    asked = replace(params(3, 0), copy_depth=3, links=LinkOptions(copy_leads=0.8))
+    with served(tmp_path, embedder, SEASONS) as remote:
+        want = HybridRetriever(local, embedder).search(SEASON_Q, ALICE, asked)
+        got = remote.search(SEASON_Q, ALICE, asked)
+        plain = remote.search(SEASON_Q, ALICE, replace(asked, links=NO_LINKS))
+    local.close()
+    leads = {h.chunk.doc_id: h.copy_leads for h in got.hits}
+    assert leads == {h.chunk.doc_id: h.copy_leads for h in want.hits}
+    for doc_id, names in leads.items():
+        year = doc_id.removeprefix("season")
+        others = {f"{y} Colorado Buffaloes" for y in ("2009", "2010", "2011") if y != year}
+        assert names is not None and set(names) == others, doc_id  # the other two seasons, by name
+    assert all(h.copy_leads is None and h.copy_cosines for h in plain.hits)  # not asked: cosines only
+
+
+def test_copy_overlaps_tell_an_edit_from_a_sibling(tmp_path: Path, embedder: Embedder) -> None:
+    """The search reports how many words each close copy shares with the hit (core, every profile):
+    an edited copy most, a template sibling fewer; over gRPC exactly as in-process; none unless asked."""
+    edited = SEASONS[0][3].replace("Folsom Field", "Mile High Stadium")
+    corpus = [*SEASONS, ("edit", "2009 season (edited)", ["*"], edited)]
+    local = EmbeddedIndex.open(tmp_path / "edits", dim=embedder.dim)
+    local.write(writes(embedder, local, corpus))
+    asked = replace(params(4, 0), copy_depth=4, copy_overlap=0.8)
+    with served(tmp_path, embedder, corpus) as remote:
+        want = HybridRetriever(local, embedder).search(SEASON_Q, ALICE, asked)
+        got = remote.search(SEASON_Q, ALICE, asked)
+        plain = remote.search(SEASON_Q, ALICE, replace(asked, copy_overlap=0.0))
+    local.close()
+    assert [h.copy_overlaps for h in got.hits] == [h.copy_overlaps for h in want.hits]
+    by_doc = {h.chunk.doc_id: h for h in got.hits}
+    edit = by_doc["edit"]
+    assert edit.copy_overlaps is not None and edit.copy_arrivals is not None
+    closest = edit.copy_overlaps[0]  # its closest copy is the season page it edits
+    assert closest > 0.5 and all(o < closest for o in edit.copy_overlaps[1:])
+    assert all(h.copy_overlaps is None and h.copy_cosines for h in plain.hits)

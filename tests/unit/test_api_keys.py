@@ -8,7 +8,6 @@ import pytest
 from services.common.errors import ErrorCode, RampartError
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
-from services.gateway.rate_limit import RateLimiter
 
 WHO = Principal(tenant="acme", user="alice", groups=["eng"], scopes=["search"])
 
@@ -55,15 +54,6 @@ def test_store_sees_keys_added_by_another_process(tmp_path: Path) -> None:
     assert server_view.list() == []
     key, _ = ApiKeyStore(tmp_path / "k.json").create(WHO)  # e.g. `rampart keys create`
     assert server_view.authenticate(key)[1] == WHO
-
-
-def test_rate_limiter_bucket() -> None:
-    rl = RateLimiter(2)
-    assert rl.allow("k")[0] and rl.allow("k")[0]
-    allowed, wait = rl.allow("k")
-    assert not allowed and wait > 0
-    assert rl.allow("other")[0]
-    assert RateLimiter(0).allow("k") == (True, 0.0)
 
 
 def test_principal_acl_tokens() -> None:

@@ -33,6 +33,7 @@ from services.rerank.config import RerankSettings
 from services.rerank.stage import RerankStage
 from services.retrieval.config import FusionSettings
 from services.retrieval.hybrid import SearchOutcome, SearchParams
+from services.retrieval.links.options import NO_LINKS
 
 
 def test_generic_is_the_default() -> None:
@@ -160,16 +161,17 @@ def test_the_link_stream_is_asked_for_a_linked_tenant_only() -> None:
     recorder = Recorder([scored("a", "text", 1.0)])
     pipeline = SearchPipeline(recorder, FusionSettings(), corpus=CORPUS)
     for who in (WIKI, PAPERS):
-        pipeline.search(Q, who, replace(pipeline.params(top_k=5), copy_leads=0.8))
+        asked = pipeline.params(top_k=5)
+        pipeline.search(Q, who, replace(asked, links=replace(asked.links, copy_leads=0.8)))
     wiki, papers = recorder.params
     defaults = FusionSettings()
     assert defaults.link_seeds > 0 and defaults.backlinks > 0
-    assert (wiki.link_seeds, wiki.backlinks, wiki.copy_leads) == (
+    assert (wiki.links.seeds, wiki.links.backlinks, wiki.links.copy_leads) == (
         defaults.link_seeds,
         defaults.backlinks,
         0.8,
     )
-    assert (papers.link_seeds, papers.backlinks, papers.copy_leads) == (0, 0, 0.0)
+    assert papers.links == NO_LINKS
 
 
 def test_the_two_hop_lift_runs_for_a_linked_tenant_only() -> None:
@@ -251,7 +253,7 @@ def test_profiled_keeps_a_linked_tenant_s_options() -> None:
     params, rerank, fc = pipeline.params(top_k=5), pipeline.rerank_options(), pipeline.factcheck_options()
     assert pipeline.profiled(WIKI, params, rerank, fc) == (params, rerank, fc)
     p, r, f = pipeline.profiled(PAPERS, params, rerank, fc)
-    assert (p.link_seeds, p.backlinks, r.link_weight, f.linked) == (0, 0, 0.0, False)
+    assert (p.links, r.link_weight, f.linked) == (NO_LINKS, 0.0, False)
     assert (
         SearchPipeline(Recorder([]), FusionSettings()).profiled(WIKI, params, rerank, fc)[2].linked is False
     )
@@ -324,6 +326,25 @@ def test_the_attack_stages_follow_the_eval_tenant_s_profile() -> None:
         trace, head = first_stages(asked, recorder, RerankStage(None), s, k=10)
         apply_factcheck(trace, asked.query, head, FactCheckStage(told), s)
         (params,) = recorder.params
-        links = (params.link_seeds, params.backlinks, params.copy_leads > 0)
+        links = (params.links.seeds, params.links.backlinks, params.links.copy_leads > 0)
         assert links == ((3, 2, True) if want else (0, 0, False)), profile
         assert told.linked == [want], profile
+
+
+def test_copy_overlaps_are_asked_for_only_with_copy_planting() -> None:
+    """The search reads the close copies' text (their word overlap) only when the check will use it:
+    off by default, nothing extra is read."""
+    asked: dict[bool, float] = {}
+    for on in (False, True):
+        settings = FactCheckSettings(min_keep=1, copy_planting=on)
+        checker = InProcessFactChecker(Words(), settings)  # type: ignore[arg-type]
+        recorder = Recorder([scored("a", "aspirin text", 1.0)])
+        try:
+            pipeline = SearchPipeline(
+                recorder, FusionSettings(), factcheck=FactCheckStage(checker), factcheck_defaults=settings
+            )
+            pipeline.search(Q, PAPERS, pipeline.params(top_k=3))
+        finally:
+            checker.close()
+        asked[on] = recorder.params[-1].copy_overlap
+    assert asked == {False: 0.0, True: FactCheckSettings().copy_threshold}

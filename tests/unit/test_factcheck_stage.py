@@ -174,6 +174,46 @@ def test_planted_copies_are_withheld_only_when_they_arrived_after_the_passages_a
     assert judge([passage(11), *around], off)[0].verdict is Verdict.ADVERSARIAL
 
 
+def test_a_late_group_is_withheld_only_when_planted_in_one_burst_or_as_an_edit() -> None:
+    """Documents of one field that say the same thing arrive apart and share few words; a campaign is
+    written in one go, and a counterfactual edit shares most words with its older original."""
+    near = "Laleli Mosque and Esma Sultan Mansion share one neighborhood in Istanbul."
+    around = [
+        item(
+            f"honest{i}",
+            f"The Esma Sultan Mansion is a yalı on the Bosphorus, built in 187{i}.",
+            arrival=10 + i,
+        )
+        for i in range(4)
+    ]
+
+    def passage(copies: list[int], overlaps: list[float] | None) -> CheckInput:
+        return item(
+            "p",
+            near,
+            copy_cosines=[0.93, 0.88, 0.4],
+            copy_arrivals=[*copies, 11],
+            copy_overlaps=overlaps,
+            arrival=502,
+        )
+
+    on = FactCheckSettings(copy_planting=True)
+    apart = judge([passage([20, 300], [0.2, 0.1]), *around], on)[0]
+    assert apart.verdict is Verdict.RELEVANT
+    assert "but not planted: it and its 2 close copies arrived apart" in apart.reason
+    burst = judge([passage([500, 501], [0.2, 0.1]), *around], on)[0]
+    assert burst.verdict is Verdict.ADVERSARIAL and burst.reason.startswith("planted copies")
+    edit = judge([passage([20, 300], [0.9, 0.1]), *around], on)[0]  # most words of the older copy at 20
+    assert edit.verdict is Verdict.ADVERSARIAL
+    newer = judge([passage([600, 300], [0.9, 0.1]), *around], on)[0]  # the edited one came after it
+    assert newer.verdict is Verdict.RELEVANT
+    # overlaps not known (an older search, a peer without them): withheld as before; or the test off
+    assert judge([passage([20, 300], None), *around], on)[0].verdict is Verdict.ADVERSARIAL
+    assert (
+        judge([passage([20, 300], [0.2, 0.1]), *around])[0].verdict is Verdict.ADVERSARIAL
+    )  # off: the default
+
+
 def test_a_cluster_that_came_with_the_corpus_stands_and_one_planted_late_is_withheld() -> None:
     para = [
         "Laleli Mosque and Esma Sultan Mansion are located in the same neighborhood of Fatih, Istanbul.",

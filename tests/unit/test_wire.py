@@ -4,6 +4,7 @@ arriving over the wire are INVALID_ARGUMENT naming the value."""
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds
 from services.retrieval.hybrid import SearchOutcome, SearchParams
+from services.retrieval.links.options import NO_LINKS, LinkOptions
 
 CHUNK = Chunk(
     chunk_id="d1#0",
@@ -200,13 +202,12 @@ def test_scored_chunk_copy_neighbors_round_trip() -> None:
         fused=0.3,
         copy_cosines=[0.9, 0.2],
         copy_neighbors=[[0.9, 0.85, 0.1]],
-        copy_leads=["2011 Colorado Buffaloes", ""],
         arrival=2**40,
         copy_arrivals=[3, 2**41],
+        copy_overlaps=[0.875],
     )
     back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(s)))  # type: ignore[arg-type]
-    assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s
-    assert back.copy_leads == ["2011 Colorado Buffaloes", ""]
+    assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s and back.copy_overlaps == [0.875]
     assert (back.arrival, back.copy_arrivals) == (2**40, [3, 2**41])
     plain = wire.scored_chunk_from_pb(
         bytes_trip(wire.scored_chunk_to_pb(ScoredChunk(chunk=CHUNK, scores={}, fused=0.1)))
@@ -216,7 +217,7 @@ def test_scored_chunk_copy_neighbors_round_trip() -> None:
 
 def test_copy_cosines_map_round_trip() -> None:
     cosines = {
-        7: Copies([0.91, 0.4], [[0.91, 0.8]], ["Solidago speciosa"], [31, 2]),
+        7: Copies([0.91, 0.4], [[0.91, 0.8]], [31, 2], [31, 2]),
         12: Copies([]),
         2**40: Copies([1.0]),
     }
@@ -242,10 +243,8 @@ def test_search_request_round_trip_every_param() -> None:
             "vectors": True,
             "copy_depth": 5,
             "copy_expand": 0.7,
-            "copy_leads": 0.8,
-            "link_seeds": 3,
-            "link_head": 30,
-            "backlinks": 2,
+            "copy_overlap": 0.8,
+            "links": LinkOptions(seeds=3, head=30, backlinks=2, copy_leads=0.8),
         }
     )
     p = Principal(tenant="acme", user="alice", groups=["eng"])
@@ -255,18 +254,31 @@ def test_search_request_round_trip_every_param() -> None:
     assert (query, principal, back) == ("leave policy", p, params)
     no_filters = SearchParams.from_settings(FusionSettings(), top_k=3)
     _, _, back = wire.search_request_from_pb(wire.search_request_to_pb("q", p, no_filters))
-    assert back == no_filters and back.filters is None and back.copy_depth == 0 and back.link_head == 0
+    assert back == no_filters and back.filters is None and back.copy_depth == 0 and back.links.head == 0
+    generic = replace(no_filters, links=NO_LINKS)
+    m = wire.search_request_to_pb("q", p, generic)
+    assert not m.HasField("links")  # a generic tenant's search carries nothing of the extension
+    assert wire.search_request_from_pb(m)[2] == generic
 
 
 def test_outcome_round_trip() -> None:
+    led = ScoredChunk(
+        chunk=CHUNK.model_copy(update={"chunk_id": "d1#1"}),
+        scores={},
+        fused=0.5,
+        copy_cosines=[0.9, 0.85, 0.2],
+        copy_leads=["2011 Colorado Buffaloes", ""],
+    )
     o = SearchOutcome(
-        hits=[ScoredChunk(chunk=CHUNK, scores={"bm25": 1.0}, ranks={"bm25": 1}, fused=1.0)],
+        hits=[ScoredChunk(chunk=CHUNK, scores={"bm25": 1.0}, ranks={"bm25": 1}, fused=1.0), led],
         timings_ms={"bm25": 1.5},
         candidates={"bm25": 1, "dense": 0},
         degraded=["rerank"],
         fallback=True,
     )
-    assert wire.outcome_from_pb(bytes_trip(wire.outcome_to_pb(o))) == o  # type: ignore[arg-type]
+    m = wire.outcome_to_pb(o)
+    assert set(m.copy_leads) == {"d1#1"}  # the extension's map, keyed by chunk id
+    assert wire.outcome_from_pb(bytes_trip(m)) == o  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -276,11 +288,12 @@ def test_outcome_round_trip() -> None:
         (lambda m: setattr(m, "copy_depth", -1), "copy_depth", "copy_depth = -1"),
         (lambda m: setattr(m, "copy_depth", 1001), "copy_depth", "copy_depth = 1001"),
         (lambda m: setattr(m, "copy_expand", 1.2), "copy_expand", "copy_expand = 1.2"),
-        (lambda m: setattr(m, "copy_leads", -0.5), "copy_leads", "copy_leads = -0.5"),
-        (lambda m: setattr(m, "link_seeds", -1), "link_seeds", "link_seeds = -1"),
-        (lambda m: setattr(m, "link_seeds", 21), "link_seeds", "link_seeds = 21"),
-        (lambda m: setattr(m, "link_head", -2), "link_head", "link_head = -2"),
-        (lambda m: setattr(m, "backlinks", 11), "backlinks", "backlinks = 11"),
+        (lambda m: setattr(m, "copy_overlap", -0.1), "copy_overlap", "copy_overlap = -0.1"),
+        (lambda m: setattr(m.links, "copy_leads", -0.5), "copy_leads", "copy_leads = -0.5"),
+        (lambda m: setattr(m.links, "seeds", -1), "link_seeds", "link_seeds = -1"),
+        (lambda m: setattr(m.links, "seeds", 21), "link_seeds", "link_seeds = 21"),
+        (lambda m: setattr(m.links, "head", -2), "link_head", "link_head = -2"),
+        (lambda m: setattr(m.links, "backlinks", 11), "backlinks", "backlinks = 11"),
         (lambda m: setattr(m, "method", retrieval_pb2.FUSION_METHOD_UNSPECIFIED), "method", "method = 0"),
         (lambda m: m.weights.__setitem__("dense", -1.0), "weights.dense", "-1.0"),
         (lambda m: setattr(m.principal, "tenant", "bad tenant!"), "principal.tenant", "bad tenant!"),

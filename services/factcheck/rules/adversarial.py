@@ -73,6 +73,9 @@ def planted_copies(c: Check, k: int) -> Ruling | None:
     if c.settings.arrival_order and (came := came_with_context(c, k)) is not None:
         c.kept[k] = f"near-copies elsewhere ({copies.evidence}), but not planted late: {came}"
         return None
+    if c.settings.arrival_order and c.settings.copy_planting and (unplanted := how_planted(c, k)) is not None:
+        c.kept[k] = f"near-copies elsewhere ({copies.evidence}), but not planted: {unplanted}"
+        return None
     why = f"planted copies — {copies.evidence}{c.trust_note(k)}"
     return Ruling(Verdict.ADVERSARIAL, copies.score, why, planted=True)
 
@@ -111,6 +114,55 @@ def came_with_context(c: Check, k: int) -> str | None:
     if not around or 2 * before >= len(around):
         return None
     return f"{len(around) - before} of the {len(around)} unflagged passages around it were written after it"
+
+
+BURST_LEVEL = 0.05  # a conventional significance level, not a fitted value
+EDIT_OVERLAP = 0.5  # an edit shares most of its words with what it edits: more than half of them
+
+
+def how_planted(c: Check, k: int) -> str | None:
+    """Why passage ``k``'s late group of near-copies does not look planted, or ``None`` when it does or
+    that is not known. Two ways a group is planted, each a fact about the group, not a threshold fitted
+    to one corpus:
+
+    - **in one burst**: a campaign's paraphrases are written in one go, so their write-order places
+      lie together. ``n`` places drawn at random from a range ``R`` span at most ``s`` with probability
+      ``n·x^(n−1) − (n−1)·x^n`` (``x = s / R``); below :data:`BURST_LEVEL` they arrived together. ``R``
+      is the span of every arrival the check knows (its passages and their copies);
+    - **as an edit of an older passage**: a counterfactual edit (a date or a name swapped) shares more
+      than half its words (:data:`EDIT_OVERLAP`, the word-set overlap the search reports) with its
+      original, which arrived before it.
+
+    Documents of one field that say the same thing (abstracts on one flow problem) arrive apart and
+    share few words: they are neither. Without write orders or overlaps the group counts as planted,
+    as before this test. docs/factcheck.md, rule 1 ("how the copies were planted")."""
+    item, s = c.items[k], c.settings
+    if item.arrival is None or not item.copy_arrivals or item.copy_overlaps is None:
+        return None
+    close = [
+        (a, cos)
+        for a, cos in zip(item.copy_arrivals, item.copy_cosines or (), strict=False)
+        if cos >= s.copy_threshold
+    ]
+    if not close:
+        return None
+    for (a, _), overlap in zip(close, item.copy_overlaps, strict=False):
+        if a < item.arrival and overlap > EDIT_OVERLAP:
+            return None  # an edit of an older passage
+    group = [item.arrival] + [a for a, _ in close]
+    known = [x for other in c.items for x in (other.arrival, *(other.copy_arrivals or ())) if x is not None]
+    whole = max(known) - min(known) + 1
+    span = max(group) - min(group) + 1
+    if whole <= span:
+        return None
+    n, x = len(group), span / whole
+    p = n * x ** (n - 1) - (n - 1) * x**n
+    if p < BURST_LEVEL:
+        return None  # arrived in one burst
+    return (
+        f"it and its {n - 1} close copies arrived apart ({span} of the {whole} write-order places around "
+        f"them, p = {p:.2f}) and none is an older passage it edits (word overlap ≤ {EDIT_OVERLAP})"
+    )
 
 
 def _flagged_alone(c: Check) -> list[bool]:

@@ -25,8 +25,28 @@ from services.orchestrator.orchestrator import Orchestrated
 from services.retrieval.hybrid import SearchOutcome
 
 
+def public_scores(scored: list[ScoredChunk]) -> list[dict[str, float | None]]:
+    """Each hit's per-retriever scores as the API shows them: BM25 relative to the best BM25 score
+    among these hits (0-1], the others as they are.
+
+    Why not the raw BM25: its scale is the IDF of the query's words, and on a shared OpenSearch
+    index that IDF counts every tenant's documents, so a tenant could tell from one score whether
+    another tenant wrote a rare word (issue 36, point 5; docs/security.md). The ratio cancels the
+    IDF of a one-word query; the embedded index keeps BM25 statistics per tenant besides."""
+    best = max((s for h in scored if (s := h.scores.get("bm25")) is not None and s > 0), default=None)
+    out: list[dict[str, float | None]] = []
+    for h in scored:
+        scores = dict(h.scores)
+        raw = scores.get("bm25")
+        if raw is not None:
+            scores["bm25"] = round(raw / best, 6) if best else 0.0
+        out.append(scores)
+    return out
+
+
 def to_hits(scored: list[ScoredChunk]) -> list[SearchHit]:
     """The wire form of fused results (shared by the HTTP API and the CLI)."""
+    shown = public_scores(scored)
     return [
         SearchHit(
             rank=i + 1,
@@ -38,7 +58,7 @@ def to_hits(scored: list[ScoredChunk]) -> list[SearchHit]:
             text=h.chunk.text,
             source=h.chunk.source,
             version=h.chunk.version,
-            scores=h.scores,
+            scores=shown[i],
             ranks=h.ranks,
             fused=h.fused,
             verdict=VerdictOut(

@@ -359,6 +359,7 @@ class DocumentStatus(_message.Message):
     CHUNKS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    READERS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Document id."""
     tenant: _builtins.str
@@ -373,6 +374,12 @@ class DocumentStatus(_message.Message):
     """Why it failed (set only when state is FAILED, or a failure is recorded)."""
     updated_at: _builtins.float
     """Unix time (seconds) of the last change."""
+    @_builtins.property
+    def readers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """ACL tokens (u:<user>, g:<group>) of the stored version; empty: none recorded. The gateway's
+        write ACL: an ingest key may replace, delete or read the status of a document it may read.
+        """
+
     def __init__(
         self,
         *,
@@ -383,10 +390,11 @@ class DocumentStatus(_message.Message):
         chunks: _builtins.int = ...,
         error: _builtins.str | None = ...,
         updated_at: _builtins.float = ...,
+        readers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "chunks", b"chunks", "error", b"error", "id", b"id", "state", b"state", "tenant", b"tenant", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "chunks", b"chunks", "error", b"error", "id", b"id", "readers", b"readers", "state", b"state", "tenant", b"tenant", "updated_at", b"updated_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -653,8 +661,9 @@ class CopyCosines(_message.Message):
 
     VALUES_FIELD_NUMBER: _builtins.int
     NEIGHBORS_FIELD_NUMBER: _builtins.int
-    LEADS_FIELD_NUMBER: _builtins.int
     ARRIVALS_FIELD_NUMBER: _builtins.int
+    OTHERS_FIELD_NUMBER: _builtins.int
+    OVERLAPS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Cosines, highest first."""
@@ -666,15 +675,24 @@ class CopyCosines(_message.Message):
         """
 
     @_builtins.property
-    def leads(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """When asked for (`leads`): the name each of the first `len(leads)` closest chunks opens with
-        (those at or above `leads`; "" = none), which tells a template family from copies of one claim.
-        """
-
-    @_builtins.property
     def arrivals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The write order (arrival) of each of those closest chunks, parallel to `values` (larger = written
         later); empty from an index that does not report it.
+        """
+
+    @_builtins.property
+    def others(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The chunk id of each of those closest chunks, parallel to `values` (only chunks the reader may
+        read): what a caller reads to learn more about a copy (the linked profile reads the name each
+        opens with).
+        """
+
+    @_builtins.property
+    def overlaps(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """When asked for (`SearchRequest.copy_overlap`): the Jaccard overlap of the word sets of this chunk
+        and each of the first `len(overlaps)` closest chunks (those at or above that cosine), parallel to
+        `values`: an edited copy of one passage shares most of its words, another document on the same
+        subject few.
         """
 
     def __init__(
@@ -682,12 +700,13 @@ class CopyCosines(_message.Message):
         *,
         values: _abc.Iterable[_builtins.float] | None = ...,
         neighbors: _abc.Iterable[Global___CopyCosines] | None = ...,
-        leads: _abc.Iterable[_builtins.str] | None = ...,
         arrivals: _abc.Iterable[_builtins.int] | None = ...,
+        others: _abc.Iterable[_builtins.int] | None = ...,
+        overlaps: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "leads", b"leads", "neighbors", b"neighbors", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "neighbors", b"neighbors", "others", b"others", "overlaps", b"overlaps", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -570,46 +570,6 @@ class DenseRequest(_message.Message):
 Global___DenseRequest: _TypeAlias = DenseRequest  # noqa: Y015
 
 @_typing.final
-class NamedRequest(_message.Message):
-    """Documents named by texts (the link stream of hybrid search)."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    TEXTS_FIELD_NUMBER: _builtins.int
-    PRINCIPAL_FIELD_NUMBER: _builtins.int
-    LIMIT_FIELD_NUMBER: _builtins.int
-    FILTERS_FIELD_NUMBER: _builtins.int
-    limit: _builtins.int
-    """Hits wanted at most."""
-    @_builtins.property
-    def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Texts whose capitalised word runs are looked up as document names."""
-
-    @_builtins.property
-    def principal(self) -> _types_pb2.Principal:
-        """Who is searching (tenant + ACL filter applied inside the index)."""
-
-    @_builtins.property
-    def filters(self) -> _types_pb2.SearchFilters:
-        """Extra restrictions (unset: none)."""
-
-    def __init__(
-        self,
-        *,
-        texts: _abc.Iterable[_builtins.str] | None = ...,
-        principal: _types_pb2.Principal | None = ...,
-        limit: _builtins.int = ...,
-        filters: _types_pb2.SearchFilters | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "limit", b"limit", "principal", b"principal", "texts", b"texts"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___NamedRequest: _TypeAlias = NamedRequest  # noqa: Y015
-
-@_typing.final
 class Hit(_message.Message):
     """One search hit."""
 
@@ -809,16 +769,11 @@ class CopyCosinesRequest(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     EXPAND_FIELD_NUMBER: _builtins.int
-    LEADS_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     """Cosines wanted at most per chunk (one per other document), 1..64."""
     expand: _builtins.float
     """0 = none; else 0..1: the closest chunks at this cosine or above also get their own cosines
     (`CopyCosines.neighbors`).
-    """
-    leads: _builtins.float
-    """0 = none; else 0..1: the closest chunks at this cosine or above also get the name they open
-    with (`CopyCosines.leads`).
     """
     @_builtins.property
     def cids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -835,11 +790,10 @@ class CopyCosinesRequest(_message.Message):
         principal: _types_pb2.Principal | None = ...,
         limit: _builtins.int = ...,
         expand: _builtins.float = ...,
-        leads: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "expand", b"expand", "leads", b"leads", "limit", b"limit", "principal", b"principal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "expand", b"expand", "limit", b"limit", "principal", b"principal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

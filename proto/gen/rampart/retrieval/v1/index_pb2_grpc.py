@@ -95,11 +95,6 @@ class IndexServiceStub(object):
                 request_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesRequest.SerializeToString,
                 response_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesResponse.FromString,
                 _registered_method=True)
-        self.Named = channel.unary_unary(
-                '/rampart.retrieval.v1.IndexService/Named',
-                request_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.NamedRequest.SerializeToString,
-                response_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.HitsResponse.FromString,
-                _registered_method=True)
         self.Chunks = channel.unary_unary(
                 '/rampart.retrieval.v1.IndexService/Chunks',
                 request_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.ChunkIdsRequest.SerializeToString,
@@ -200,13 +195,6 @@ class IndexServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Named(self, request, context):
-        """First chunk of each readable document whose name (title) the texts spell out.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def Chunks(self, request, context):
         """Stored chunks by id.
         """
@@ -283,11 +271,6 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.CopyCosines,
                     request_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesRequest.FromString,
                     response_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesResponse.SerializeToString,
-            ),
-            'Named': grpc.unary_unary_rpc_method_handler(
-                    servicer.Named,
-                    request_deserializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.NamedRequest.FromString,
-                    response_serializer=rampart_dot_retrieval_dot_v1_dot_index__pb2.HitsResponse.SerializeToString,
             ),
             'Chunks': grpc.unary_unary_rpc_method_handler(
                     servicer.Chunks,
@@ -625,33 +608,6 @@ class IndexService(object):
             '/rampart.retrieval.v1.IndexService/CopyCosines',
             rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesRequest.SerializeToString,
             rampart_dot_retrieval_dot_v1_dot_index__pb2.CopyCosinesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Named(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/rampart.retrieval.v1.IndexService/Named',
-            rampart_dot_retrieval_dot_v1_dot_index__pb2.NamedRequest.SerializeToString,
-            rampart_dot_retrieval_dot_v1_dot_index__pb2.HitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -63,8 +63,6 @@ class IndexServiceStub:
     """Stored embeddings of chunks."""
     CopyCosines: _grpc.UnaryUnaryMultiCallable[_index_pb2.CopyCosinesRequest, _index_pb2.CopyCosinesResponse]
     """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
-    Named: _grpc.UnaryUnaryMultiCallable[_index_pb2.NamedRequest, _index_pb2.HitsResponse]
-    """First chunk of each readable document whose name (title) the texts spell out."""
     Chunks: _grpc.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.ChunksResponse]
     """Stored chunks by id."""
     Stats: _grpc.UnaryUnaryMultiCallable[_index_pb2.IndexStatsRequest, _index_pb2.IndexStatsResponse]
@@ -99,8 +97,6 @@ class IndexServiceAsyncStub(IndexServiceStub):
     """Stored embeddings of chunks."""
     CopyCosines: _aio.UnaryUnaryMultiCallable[_index_pb2.CopyCosinesRequest, _index_pb2.CopyCosinesResponse]  # type: ignore[assignment]
     """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
-    Named: _aio.UnaryUnaryMultiCallable[_index_pb2.NamedRequest, _index_pb2.HitsResponse]  # type: ignore[assignment]
-    """First chunk of each readable document whose name (title) the texts spell out."""
     Chunks: _aio.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.ChunksResponse]  # type: ignore[assignment]
     """Stored chunks by id."""
     Stats: _aio.UnaryUnaryMultiCallable[_index_pb2.IndexStatsRequest, _index_pb2.IndexStatsResponse]  # type: ignore[assignment]
@@ -204,14 +200,6 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.CopyCosinesResponse, _abc.Awaitable[_index_pb2.CopyCosinesResponse]]:
         """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
-
-    @_abc_1.abstractmethod
-    def Named(
-        self,
-        request: _index_pb2.NamedRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_index_pb2.HitsResponse, _abc.Awaitable[_index_pb2.HitsResponse]]:
-        """First chunk of each readable document whose name (title) the texts spell out."""
 
     @_abc_1.abstractmethod
     def Chunks(

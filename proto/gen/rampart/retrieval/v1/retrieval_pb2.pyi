@@ -14,6 +14,7 @@ from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from rampart.common.v1 import types_pb2 as _types_pb2
+from rampart.links.v1 import links_pb2 as _links_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -146,10 +147,8 @@ class SearchRequest(_message.Message):
     VECTORS_FIELD_NUMBER: _builtins.int
     COPY_DEPTH_FIELD_NUMBER: _builtins.int
     COPY_EXPAND_FIELD_NUMBER: _builtins.int
-    LINK_SEEDS_FIELD_NUMBER: _builtins.int
-    LINK_HEAD_FIELD_NUMBER: _builtins.int
-    BACKLINKS_FIELD_NUMBER: _builtins.int
-    COPY_LEADS_FIELD_NUMBER: _builtins.int
+    LINKS_FIELD_NUMBER: _builtins.int
+    COPY_OVERLAP_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -170,20 +169,9 @@ class SearchRequest(_message.Message):
     """0 = none; else 0..1: those hits' closest chunks at this cosine or above also get their own
     copy cosines (`ScoredChunk.copy_cosines.neighbors`).
     """
-    link_seeds: _builtins.int
-    """0 = none; else 0..20: the documents the top `link_seeds` fused hits name by title join the
-    head at its end (at most a quarter of it; `scores["link"]` = 1.0 on each).
-    """
-    link_head: _builtins.int
-    """The head those documents join: the first `link_head` hits (0 = all `top_k`; 0..1000)."""
-    backlinks: _builtins.int
-    """0 = none; else 0..10: with `link_seeds`, at most this many documents that name those hits by
-    title (the best for the query by BM25) join the head after the named ones (`scores["backlink"]`
-    = 1.0 on each).
-    """
-    copy_leads: _builtins.float
-    """0 = none; else 0..1: those hits' closest chunks at this cosine or above also carry the name they
-    open with (`ScoredChunk.copy_cosines.leads`).
+    copy_overlap: _builtins.float
+    """0 = none; else 0..1: those hits' closest chunks at this cosine or above also get the word overlap
+    of their text with the hit's (`ScoredChunk.copy_cosines.overlaps`): an edited copy shares most.
     """
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
@@ -201,6 +189,10 @@ class SearchRequest(_message.Message):
     def filters(self) -> _types_pb2.SearchFilters:
         """Extra restrictions (unset: none)."""
 
+    @_builtins.property
+    def links(self) -> _links_pb2.LinkOptions:
+        """The linked corpus profile's options (unset: none, as for every generic tenant)."""
+
     def __init__(
         self,
         *,
@@ -217,14 +209,12 @@ class SearchRequest(_message.Message):
         vectors: _builtins.bool = ...,
         copy_depth: _builtins.int = ...,
         copy_expand: _builtins.float = ...,
-        link_seeds: _builtins.int = ...,
-        link_head: _builtins.int = ...,
-        backlinks: _builtins.int = ...,
-        copy_leads: _builtins.float = ...,
+        links: _links_pb2.LinkOptions | None = ...,
+        copy_overlap: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "principal", b"principal"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "links", b"links", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backlinks", b"backlinks", "bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "copy_leads", b"copy_leads", "fill_missing", b"fill_missing", "filters", b"filters", "link_head", b"link_head", "link_seeds", b"link_seeds", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "copy_overlap", b"copy_overlap", "fill_missing", b"fill_missing", "filters", b"filters", "links", b"links", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -276,12 +266,34 @@ class SearchResponse(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class CopyLeadsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> _links_pb2.CopyLeads: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _links_pb2.CopyLeads | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     HITS_FIELD_NUMBER: _builtins.int
     TIMINGS_MS_FIELD_NUMBER: _builtins.int
     CANDIDATES_FIELD_NUMBER: _builtins.int
     DEGRADED_FIELD_NUMBER: _builtins.int
     FILTERED_FIELD_NUMBER: _builtins.int
     FALLBACK_FIELD_NUMBER: _builtins.int
+    COPY_LEADS_FIELD_NUMBER: _builtins.int
     fallback: _builtins.bool
     """A fact-check re-admitted non-adversarial results (false from the retrieval service itself)."""
     @_builtins.property
@@ -304,6 +316,12 @@ class SearchResponse(_message.Message):
     def filtered(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Judgement]:
         """Judged and withheld by a fact-check (empty from the retrieval service itself)."""
 
+    @_builtins.property
+    def copy_leads(self) -> _containers.MessageMap[_builtins.str, _links_pb2.CopyLeads]:
+        """A hit's `chunk.chunk_id` -> the opening names of its closest copies, when `links.copy_leads`
+        asked for them (the linked profile's extension).
+        """
+
     def __init__(
         self,
         *,
@@ -313,10 +331,11 @@ class SearchResponse(_message.Message):
         degraded: _abc.Iterable[_builtins.str] | None = ...,
         filtered: _abc.Iterable[_types_pb2.Judgement] | None = ...,
         fallback: _builtins.bool = ...,
+        copy_leads: _abc.Mapping[_builtins.str, _links_pb2.CopyLeads] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "degraded", b"degraded", "fallback", b"fallback", "filtered", b"filtered", "hits", b"hits", "timings_ms", b"timings_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "copy_leads", b"copy_leads", "degraded", b"degraded", "fallback", b"fallback", "filtered", b"filtered", "hits", b"hits", "timings_ms", b"timings_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
