@@ -64,7 +64,10 @@ def os_stack(models_dir: Path) -> Iterator[OsStack]:
         settings = RampartSettings()
         store = ApiKeyStore.from_settings(settings)
         keys = {
-            "writer": store.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest"]))[0],
+            # admin: it re-ingests and deletes documents restricted to groups it is not in (the write ACL)
+            "writer": store.create(
+                Principal(tenant="acme", user="ops", scopes=["search", "ingest", "admin"])
+            )[0],
             "alice": store.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
             "bob": store.create(Principal(tenant="acme", user="bob", groups=["hr"]))[0],
         }
