@@ -22,7 +22,7 @@ from services.cli.ui import (
     task_updater,
     write_json_report,
 )
-from services.common.errors import RampartError
+from services.common.errors import ErrorCode, RampartError
 from services.evaluation.beir import resolve_dataset
 
 bench_app = typer.Typer(help="Benchmarks: search pipeline, reranker backends.", no_args_is_help=True)
@@ -447,6 +447,112 @@ def bench_stack(
     _print_stack_summary(record, queries=queries, warmup=warmup)
     if json_out:
         write_json_report(json_out, {"command": invocation(ctx), **record})
+
+
+@bench_app.command("scale")
+def bench_scale(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path,
+        typer.Argument(help="A BEIR folder (or a name under RAMPART_EVAL_DATA_DIR), or a folder of files"),
+    ] = Path("samples"),
+    docs: Annotated[int, typer.Option(min=1, help="Documents ingested (the first N; not timed)")] = 300,
+    pipeline_replicas: Annotated[
+        str, typer.Option(help="Comma-separated pipeline replica counts, one stack and run each")
+    ] = "1,2",
+    service_replicas: Annotated[
+        int, typer.Option(min=1, max=16, help="Retrieval replicas and ingest workers in every run")
+    ] = 1,
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed searches before each locust run")] = 5,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used (BEIR)")] = "test",
+    locust_seconds: Annotated[int, typer.Option(min=5, help="Length of each locust run")] = 60,
+    locust_users: Annotated[int, typer.Option(min=1, help="Concurrent locust users (closed loop)")] = 4,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """/v1/search throughput and p95 of the stack on OpenSearch with 1, 2, … pipeline replicas (a node
+    of its own on a free port unless RAMPART_OPENSEARCH__URL names one; docs/opensearch.md).
+
+    Starts the stack once per count (Ray binds every interface): run it in a loopback-only network
+    namespace, ``python -m tests.e2e.isolated rampart bench scale``.
+    """
+    from services.evaluation.factcheck_bench import sigterm_as_interrupt
+    from services.evaluation.scale_bench import run_scale_bench
+    from services.evaluation.stack_bench import BenchOptions, bench_corpus
+
+    counts: list[int] = []
+    for part in split_csv(pipeline_replicas):
+        if not part.isdigit() or not 1 <= int(part) <= 16:
+            raise fail(
+                RampartError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"--pipeline-replicas {pipeline_replicas!r}: {part!r} is not a count from 1 to 16; "
+                    "give e.g. --pipeline-replicas 1,2",
+                )
+            )
+        counts.append(int(part))
+    settings = load_settings()
+    options = BenchOptions(
+        queries=1,
+        warmup=warmup,
+        locust_seconds=locust_seconds,
+        locust_users=locust_users,
+        locust_spawn_rate=float(locust_users),
+    )
+    try:
+        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
+        with sigterm_as_interrupt(), progress_bar() as bar:
+            record = run_scale_bench(
+                corpus,
+                settings,
+                options,
+                counts,
+                service_replicas=service_replicas,
+                progress=task_updater(bar),
+                started=lambda m: console.print(m),
+            )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    _print_scale(
+        record,
+        f"bench scale: {corpus.name}, {locust_users} users × {locust_seconds} s, "
+        f"{service_replicas} retrieval replica(s), {record['cpus']} CPUs",
+    )
+    if json_out:
+        write_json_report(json_out, {"command": invocation(ctx), **record})
+
+
+def _print_scale(record: dict[str, Any], title: str) -> None:
+    """Per replica count: the locust figures and the stack's CPU per request, then where the CPU went."""
+    table = Table(
+        "pipeline replicas",
+        "requests",
+        "failures",
+        "req/s",
+        "p50 ms",
+        "p95 ms",
+        "CPU s / request",
+        "stack ready s",
+        title=title,
+    )
+    for run in record["runs"]:
+        loc = run["locust"]
+        table.add_row(
+            str(run["pipeline_replicas"]),
+            f"{loc['requests']:g}",
+            f"{loc['failures']:g}",
+            f"{loc['requests_per_s']:g}",
+            f"{loc['p50_ms']:g}",
+            f"{loc['p95_ms']:g}",
+            f"{run['cpu_s_per_request']}",
+            f"{run['stack_ready_s']:g}",
+        )
+    out.print(table)
+    for run in record["runs"]:
+        used = sorted(run["cpu_s"].items(), key=lambda kv: -kv[1])
+        out.print(
+            f"{run['pipeline_replicas']} pipeline replica(s), CPU s during the run: "
+            + ", ".join(f"{name} {seconds:g}" for name, seconds in used)
+        )
 
 
 def _stack_table(rows: list[dict[str, Any]], title: str) -> Table:

@@ -70,6 +70,34 @@ def opensearch_up() -> None:
         )
 
 
+@opensearch_app.command("run")
+def opensearch_run() -> None:
+    """Run the node in the foreground (what `rampart stack up --index opensearch` supervises): assemble
+    it if needed, then become the JVM, so a supervisor's SIGTERM reaches it and it closes its shards."""
+    import os
+
+    settings = load_settings().opensearch
+    home = settings.data_dir.resolve()
+    if (pid := node.running_pid(home)) is not None and pid != os.getpid():
+        raise fail(
+            RampartError(
+                ErrorCode.CONFLICT,
+                f"an OpenSearch node already runs from {home} (pid {pid}); stop it with `rampart opensearch "
+                "down`, or point RAMPART_OPENSEARCH__URL at it",
+            )
+        )
+    try:
+        target = node.build(progress=lambda m: console.print(f"• {m}"))
+    except RampartError as exc:
+        raise fail(exc) from exc
+    home.mkdir(parents=True, exist_ok=True)
+    config = node.node_config(home, settings.port, target / "plugins")
+    argv = node.java_command(target, config, settings.heap_mb)
+    node.pid_file(home).write_text(str(os.getpid()))  # exec keeps the pid: `status` and `down` find it
+    console.print(f"OpenSearch on 127.0.0.1:{settings.port}, data in {home}", highlight=False)
+    os.execv(argv[0], argv)  # noqa: S606 - our JVM command line, no shell
+
+
 @opensearch_app.command("down")
 def opensearch_down() -> None:
     """Stop the node (SIGTERM: it closes its shards; SIGKILL after 30 s)."""

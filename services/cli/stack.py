@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -13,10 +14,29 @@ from rich.table import Table
 
 from services.cli.ui import console, fail, load_settings
 from services.common.errors import RampartError
+from services.common.settings import RampartSettings
 
 stack_app = typer.Typer(
     help="Run the distributed stack on this machine (docs/stack.md)", no_args_is_help=True
 )
+
+
+class IndexBackend(StrEnum):
+    embedded = "embedded"
+    opensearch = "opensearch"
+
+
+def with_options(
+    settings: RampartSettings, index: IndexBackend | None, replicas: int | None
+) -> RampartSettings:
+    """``--index``/``--replicas`` over the settings (RAMPART_INDEX__BACKEND, RAMPART_STACK__REPLICAS);
+    every program then gets them through the stack's environment."""
+    update: dict[str, object] = {}
+    if index is not None:
+        update["index"] = settings.index.model_copy(update={"backend": index.value})
+    if replicas is not None:
+        update["stack"] = settings.stack.model_copy(update={"replicas": replicas})
+    return settings.model_copy(update=update) if update else settings
 
 
 @stack_app.command("up")
@@ -24,13 +44,29 @@ def up(
     detach: Annotated[
         bool, typer.Option(help="Return once ready; stop later with `rampart stack down`")
     ] = False,
+    index: Annotated[
+        IndexBackend | None,
+        typer.Option(
+            help="Index backend (default: index.backend); opensearch starts a node unless "
+            "RAMPART_OPENSEARCH__URL names one"
+        ),
+    ] = None,
+    replicas: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=16,
+            help="Retrieval replicas, ingest workers and pipeline replicas (default: stack.replicas); "
+            ">1 needs --index opensearch",
+        ),
+    ] = None,
 ) -> None:
-    """Start redis, Triton, retrieval, ingest, fact-check workers, the Ray Serve orchestrator and the
-    gateway; wait until each is ready. Without --detach, Ctrl-C stops everything."""
+    """Start redis, Triton, (OpenSearch,) retrieval, ingest, fact-check workers, the Ray Serve
+    orchestrator and the gateway; wait until each is ready. Without --detach, Ctrl-C stops everything."""
     from services.stack.control import start_stack, stop_stack
     from services.stack.plan import Addresses
 
-    settings = load_settings()
+    settings = with_options(load_settings(), index, replicas)
     logs = settings.stack_dir().resolve()
     console.print(f"starting the stack (logs: {logs / 'logs'}) …")
     try:
@@ -40,7 +76,9 @@ def up(
     except KeyboardInterrupt:
         raise typer.Exit(code=130) from None
     console.print(
-        f"[green]stack ready[/green]: gateway {Addresses.of(settings).gateway_url} (OpenAPI: /docs)"
+        f"[green]stack ready[/green]: gateway {Addresses.of(settings).gateway_url} (OpenAPI: /docs); "
+        f"index {settings.index.backend}, {settings.stack.replicas} replica(s) of retrieval, ingest and "
+        "the pipeline"
     )
     if detach:
         return

@@ -85,10 +85,14 @@ class RemoteSettings(BaseModel):
     """Where the distributed stages are: set an address and its callers use the gRPC service."""
 
     retrieval_address: str | None = Field(
-        default=None, description="host:port of the retrieval service; unset: the local embedded index"
+        default=None,
+        description="host:port of the retrieval service, or its replicas as a comma-separated list of IPv4 "
+        "host:port or dns:///name:port (client-side round robin); unset: the index this process opens",
     )
     ingest_address: str | None = Field(
-        default=None, description="host:port of the ingest service; unset: ingest in-process"
+        default=None,
+        description="host:port of the ingest service, or its workers as a comma-separated list of IPv4 "
+        "host:port or dns:///name:port (client-side round robin); unset: ingest in-process",
     )
     deadline_ms: int = Field(
         default=5000, ge=10, le=600_000, description="Deadline of one RPC (a caller's own deadline wins)"

@@ -21,6 +21,7 @@ only for calls marked idempotent: a write whose reply was lost is never silently
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 from typing import Any, TypeVar
@@ -56,18 +57,54 @@ for _code, _name in GRPC_STATUS.items():
     _BY_GRPC_NAME.setdefault(_name, _code)
 
 
+def channel_target(address: str) -> tuple[str, bool]:
+    """The gRPC target for ``address`` and whether calls are spread over several servers.
+
+    - ``host:port``: one server;
+    - ``10.0.0.5:50051,10.0.0.6:50051`` (IPv4 literals): client-side round robin over those replicas
+      (gRPC's ``ipv4:`` resolver), each call to the next one that is connected — a replica that died
+      is skipped until it is back;
+    - ``dns:///retrieval:50051``: round robin over every address the name resolves to (a Kubernetes
+      headless Service), re-resolved when a connection drops.
+    """
+    if address.startswith("dns:"):
+        return address, True
+    parts = [p.strip() for p in (address or "").split(",")]
+    for part in parts:
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit():
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"gRPC address {part!r} (in {address!r}) is not host:port; set e.g. "
+                "RAMPART_REMOTE__RETRIEVAL_ADDRESS=127.0.0.1:50051 (replicas: a comma-separated list of "
+                "IPv4 host:port, or dns:///name:port)",
+                address=address,
+            )
+    if len(parts) == 1:
+        return parts[0], False
+    for part in parts:
+        host = part.rpartition(":")[0]
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"gRPC address list {address!r} names {host!r}, which is not an IPv4 address; a list balances "
+                "over IPv4 literals only: list their IPs, or give one name resolving to every replica as "
+                "dns:///name:port",
+                address=address,
+            ) from None
+    return "ipv4:" + ",".join(parts), True
+
+
 def open_channel(address: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> grpc.Channel:
-    """An insecure channel to ``address`` (host:port); connects lazily on the first call."""
-    if not address or ":" not in address:
-        raise RampartError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"gRPC address {address!r} is not host:port; set e.g. RAMPART_REMOTE__RETRIEVAL_ADDRESS="
-            "127.0.0.1:50051",
-            address=address,
-        )
+    """An insecure channel to ``address`` (:func:`channel_target`: one server, or round robin over
+    replicas); connects lazily on the first call."""
+    target, balanced = channel_target(address)
     return grpc.insecure_channel(
-        address,
+        target,
         options=[
+            *([("grpc.lb_policy_name", "round_robin")] if balanced else []),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.keepalive_time_ms", KEEPALIVE_MS),

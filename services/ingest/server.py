@@ -1,7 +1,9 @@
 """The ingest service: ``python -m services.ingest.server`` (settings: ``RAMPART_INGEST_SERVICE__*``).
 
 Parse → chunk → embed here (its own embedder), write through a ``RemoteIndex`` to the retrieval
-service (``RAMPART_REMOTE__RETRIEVAL_ADDRESS``, required), durably: batches are journaled in
+service (``RAMPART_REMOTE__RETRIEVAL_ADDRESS``, required), or, with ``RAMPART_INDEX__BACKEND=opensearch``,
+straight to OpenSearch (any number of such workers, each with its own journal: docs/opensearch.md,
+"Replicas"), durably: batches are journaled in
 ``settings.ingest_journal_dir()`` before they are acknowledged and replayed after a restart. Health
 turns SERVING only once the retrieval service answers; until then batches are accepted (journaled)
 but not processed. SIGTERM: NOT_SERVING, in-flight RPCs drain for ``grace_s``, the worker stops after
@@ -132,13 +134,24 @@ def _answers(index: SearchIndex) -> bool:
     return True
 
 
-async def serve(settings: RampartSettings) -> None:
-    """Build the embedder and the remote index from ``settings`` and serve until a signal."""
-    from services.retrieval.index import open_index
+def open_ingest_index(settings: RampartSettings, embedder: Embedder) -> SearchIndex:
+    """Where this worker writes. On OpenSearch, the cluster itself: every ingest worker is one more
+    client of the shared index (writes are claimed per document: opensearch_claim.py), so N workers
+    scale without funnelling through the retrieval service. On the embedded index, the retrieval
+    service that owns it (``remote.retrieval_address``, required)."""
+    from services.retrieval.index import open_index, open_stored_index
 
-    retrieval_address(settings)  # fail before loading anything: open_index is then the remote one
+    if settings.index.backend == "opensearch":
+        return open_stored_index(settings, embedder.dim, embedder.model_id)
+    return open_index(settings, embedder.dim, embedder.model_id)
+
+
+async def serve(settings: RampartSettings) -> None:
+    """Build the embedder and the index from ``settings`` and serve until a signal."""
+    if settings.index.backend != "opensearch":
+        retrieval_address(settings)  # fail before loading anything: open_index is then the remote one
     embedder = build_embedder(settings.embedding, settings.models_dir)
-    index = open_index(settings, embedder.dim, embedder.model_id)
+    index = open_ingest_index(settings, embedder)
     try:
         app = IngestApp(settings, index, embedder)
     except BaseException:

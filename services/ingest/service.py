@@ -172,10 +172,15 @@ class IngestService:
         self, docs: Sequence[Document], results: dict[int, IngestResult]
     ) -> list[tuple[int, _Prepared]]:
         """The batch's documents to index, by position; a repeated id, a rejection or an unchanged
-        document gets its result in ``results`` instead."""
+        document gets its result in ``results`` instead.
+
+        Admission marks each document ``pending``, which on a shared index (OpenSearch) holds it until
+        the write: so the marks go in one global order, by (tenant, id), and two workers whose batches
+        share documents can never each hold one the other waits for (a lock-order deadlock)."""
         todo: list[tuple[int, _Prepared]] = []
         seen: set[tuple[str, str]] = set()
-        for i, doc in enumerate(docs):
+        for i in sorted(range(len(docs)), key=lambda i: (docs[i].tenant, docs[i].id)):  # stable: first wins
+            doc = docs[i]
             key = (doc.tenant, doc.id)
             if key in seen:
                 results[i] = self._rejected(
@@ -188,7 +193,7 @@ class IngestService:
                 results[i] = rejection
             elif prepared is not None:
                 todo.append((i, prepared))
-        return todo
+        return sorted(todo, key=lambda t: t[0])
 
     def _chunk_all(
         self, todo: list[tuple[int, _Prepared]], results: dict[int, IngestResult]
@@ -235,8 +240,19 @@ class IngestService:
                 raise
             log.exception("index write failed", extra={"documents": len(writes)})
             reason = exc.message if isinstance(exc, RampartError) else f"{type(exc).__name__}: {exc}"
-            for i, doc, _, _ in writes:
-                results[i] = self._fail(doc, ErrorCode.UNAVAILABLE, f"index write failed: {reason}")
+            # an index that names the documents it refused (OpenSearch) indexed the others
+            details = exc.details if isinstance(exc, RampartError) else {}
+            named = set(details.get("failed") or [])
+            conflicts = set(details.get("conflicts") or [])
+            for i, doc, chunks, _ in writes:
+                name = f"{doc.tenant}/{doc.id}"
+                if named and name not in named:
+                    results[i] = IngestResult(
+                        id=doc.id, version=doc.version, outcome=Outcome.INDEXED, chunks=len(chunks)
+                    )
+                    continue
+                code = ErrorCode.CONFLICT if name in conflicts else ErrorCode.UNAVAILABLE
+                results[i] = self._fail(doc, code, f"index write failed: {reason}")
 
     def _admit(self, doc: Document) -> tuple[_Prepared | None, IngestResult | None]:
         try:
@@ -271,7 +287,13 @@ class IngestService:
                     f"version {version} is already indexed with different content; send version "
                     f"{version + 1} to replace it",
                 )
-        self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.PENDING)
+        try:
+            self.index.mark(doc.tenant, doc.id, doc.version, DocumentState.PENDING)
+        except RampartError as exc:
+            if exc.code is not ErrorCode.CONFLICT:  # the index is unreachable: the batch's caller retries
+                raise
+            # another process stored a newer version since the check above (a shared index)
+            return None, self._rejected(doc, ErrorCode.CONFLICT, exc.message)
         return _Prepared(doc, digest), None
 
     def _parse(self, doc: Document) -> ParsedDocument:

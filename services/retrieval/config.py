@@ -127,6 +127,14 @@ class OpenSearchSettings(BaseModel):
         "host repairs what a crashed writer left only after it (the lease also covers the write's requests "
         "at their timeout and retries); a writer on this host is repaired as soon as its process is gone",
     )
+    claim_wait_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="How long a write (or a status mark, or a delete) waits for a document another live "
+        "process is writing before it fails as unavailable naming that writer (docs/opensearch.md, "
+        '"Concurrent writers"); durable ingest then retries the batch',
+    )
     username: str | None = Field(default=None, description="Basic-auth user (a secured cluster)")
     password: SecretStr | None = Field(default=None, description="Basic-auth password")
     aws_sigv4: bool = Field(

@@ -38,6 +38,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,7 @@ from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import DocumentWrite
 from services.retrieval.index import Hits
 from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
+from services.retrieval.opensearch_claim import FIRST_WAIT_S, Claims, Held, held_by_other, newer_version
 from services.retrieval.opensearch_layout import (
     ANALYZER,
     SCHEMA_VERSION,
@@ -113,6 +115,22 @@ def analyze_groups(texts: Sequence[str], limit: int) -> list[list[str]]:
     return groups
 
 
+@dataclass
+class _Finish:
+    """What the last steps of a write carry between them (per document: (tenant, doc_id))."""
+
+    seq: dict[str, tuple[int, int]]  # entry _id -> (seq_no, primary_term) the next write names
+    stale: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    deletes: list[int] = field(default_factory=list)
+    last: list[tuple[tuple[str, str], dict[str, Any]]] = field(default_factory=list)
+    failed: dict[tuple[str, str], RampartError] = field(default_factory=dict)
+
+
+def _cond(seq: tuple[int, int]) -> dict[str, int]:
+    """The condition of a bulk action that must land only on the entry as last read or written."""
+    return {"if_seq_no": seq[0], "if_primary_term": seq[1]}
+
+
 class OpenSearchIndex(CheckReads, LinkReads):
     """A ``SearchIndex`` on an OpenSearch cluster (see the module doc for its layout and writes)."""
 
@@ -128,12 +146,20 @@ class OpenSearchIndex(CheckReads, LinkReads):
         self.writer = new_writer()  # who this index's writes are recorded as (crash repair)
         self._inflight: set[str] = set()  # entries this index is writing now
         self._inflight_lock = threading.Lock()
+        self._inflight_free = threading.Condition(self._inflight_lock)
         self._unsettled: set[str] = set()  # entries this index's writes left unfinished
         p = settings.index_prefix
         self.chunks_alias, self.documents_alias, self.meta_alias = (
             f"{p}-chunks",
             f"{p}-documents",
             f"{p}-meta",
+        )
+        self.claims = Claims(
+            transport,
+            self.documents_alias,
+            me=self.writer,
+            wait_s=settings.claim_wait_s,
+            repair=lambda keys: self.repair(keys, ours=True),
         )
 
     # ---- opening ---------------------------------------------------------------------------------------
@@ -275,20 +301,20 @@ class OpenSearchIndex(CheckReads, LinkReads):
         return list(range(end - n + 1, end + 1))
 
     def write(self, docs: Sequence[DocumentWrite]) -> None:
-        """Upsert a batch in the steps of :mod:`services.retrieval.opensearch_repair`; what a crash
-        between them leaves, the next open (or this index's next write of the document) repairs."""
+        """Upsert a batch in the steps of :mod:`services.retrieval.opensearch_repair`, each document
+        claimed first (:mod:`services.retrieval.opensearch_claim`: another process writing it is waited
+        for); what a crash between the steps leaves, the next open (or this index's next write of the
+        document) repairs. Raises naming the documents that did not land (the rest did)."""
         if not docs:
             return
         latest = {(d.tenant, d.doc_id): d for d in docs}  # a document twice in a batch: the last wins
         batch = list(latest.values())
         keys = [doc_key(d.tenant, d.doc_id) for d in batch]
-        with self._inflight_lock:
-            self._inflight.update(keys)
+        self._acquire(keys)
         try:
             self._write(batch, keys)
         except BaseException as exc:
             with self._inflight_lock:
-                self._inflight.difference_update(keys)
                 self._unsettled.update(keys)  # settled by this index's next write, or the next open
             if isinstance(exc, Exception):
                 with contextlib.suppress(RampartError):  # best effort: an error, not a crash
@@ -296,34 +322,49 @@ class OpenSearchIndex(CheckReads, LinkReads):
                     self._unsettled.difference_update(keys)
             raise
         finally:
-            with self._inflight_lock:
-                self._inflight.difference_update(keys)
+            self._release(keys)
+
+    def _acquire(self, keys: Sequence[str]) -> None:
+        """Hold ``keys`` in this process: two threads of one index share its writer id, so the
+        claims cannot tell them apart (the retrieval service writes for every ingest worker)."""
+        with self._inflight_lock:
+            while any(k in self._inflight for k in keys):
+                self._inflight_free.wait(1.0)
+            self._inflight.update(keys)
+
+    def _release(self, keys: Sequence[str]) -> None:
+        with self._inflight_lock:
+            self._inflight.difference_update(keys)
+            self._inflight_free.notify_all()
 
     def _write(self, batch: list[DocumentWrite], keys: list[str]) -> None:
-        old = self.t.mget(self.documents_alias, keys, list(ENTRY_FIELDS))
-        left = [k for k in keys if k in old and (old[k].get("pending_cids") or old[k].get("stale_cids"))]
         earlier = sorted(self._unsettled - set(keys))  # what this index's own earlier writes left
-        if left or earlier:  # writes that never finished: settle them before this one
-            self.repair([*left, *earlier], ours=True)
-            self._unsettled.difference_update([*left, *earlier])
-            old = self.t.mget(self.documents_alias, keys, list(ENTRY_FIELDS))
+        if earlier:
+            self.repair(earlier, ours=True)
+            self._unsettled.difference_update(earlier)
         cids = iter(self._allocate(sum(len(d.chunks) for d in batch)))
         new = {(d.tenant, d.doc_id): [next(cids) for _ in d.chunks] for d in batch}
         lease = self._lease_until(sum(len(d.chunks) for d in batch))
-        self._mark_pending(batch, new, lease)
-        failed = self._write_chunks(batch, new)
-        stale = {
-            (d.tenant, d.doc_id): [int(c) for c in old.get(k, {}).get("cids") or []]
-            for d, k in zip(batch, keys, strict=True)
+        held, refused = self._mark_pending(batch, new, lease)
+        failed: dict[tuple[str, str], RampartError] = {
+            (d.tenant, d.doc_id): refused[k] for d, k in zip(batch, keys, strict=True) if k in refused
         }
-        self._finish(batch, new, stale, failed, lease)
+        claimed = [d for d, k in zip(batch, keys, strict=True) if k in held]
+        if claimed:
+            rejected = self._write_chunks(claimed, new)
+            failed |= self._finish(claimed, new, rejected, lease, held)
         if failed:
-            names = ", ".join(f"{t}/{d}: {r}" for (t, d), r in sorted(failed.items()))
+            names = ", ".join(f"{t}/{d}: {e.message}" for (t, d), e in sorted(failed.items()))
+            codes = {e.code for e in failed.values()}
             raise RampartError(
-                ErrorCode.UNAVAILABLE,
-                f"OpenSearch at {self.url} refused {len(failed)} of {len(batch)} documents ({names}); they are "
-                "marked failed, the rest are indexed; send the failed ones again",
+                ErrorCode.CONFLICT if codes == {ErrorCode.CONFLICT} else ErrorCode.UNAVAILABLE,
+                f"OpenSearch at {self.url} refused {len(failed)} of {len(batch)} documents ({names}); they "
+                "are marked failed or left to the writer that holds them, the rest are indexed; send the "
+                "failed ones again",
                 failed=[f"{t}/{d}" for t, d in sorted(failed)],
+                conflicts=[
+                    f"{t}/{d}" for (t, d), e in sorted(failed.items()) if e.code is ErrorCode.CONFLICT
+                ],
             )
 
     def _lease_until(self, chunks: int) -> float:
@@ -336,13 +377,17 @@ class OpenSearchIndex(CheckReads, LinkReads):
 
     def _mark_pending(
         self, batch: Sequence[DocumentWrite], new: dict[tuple[str, str], list[int]], lease: float
-    ) -> None:
-        """Step 1: each document ``pending``, with the ids its new chunks get (what a repair removes
-        after a crash before step 3), this writer and its lease."""
+    ) -> tuple[dict[str, Held], dict[str, RampartError]]:
+        """Step 1, the claim: each document ``pending``, with the ids its new chunks get (what a
+        repair removes after a crash before step 3), this writer and its lease; a document with a newer
+        stored version, or held by another live writer past ``claim_wait_s``, is refused."""
         now = time.time()
-        lines: list[dict[str, Any]] = []
+        wanted: dict[str, dict[str, Any]] = {}
+        versions: dict[str, int] = {}
         for d in batch:
-            fields = {
+            key = doc_key(d.tenant, d.doc_id)
+            versions[key] = d.version
+            wanted[key] = {
                 "tenant": d.tenant,
                 "doc_id": d.doc_id,
                 "version": d.version,
@@ -352,11 +397,9 @@ class OpenSearchIndex(CheckReads, LinkReads):
                 "lease_until": lease,
                 "updated_at": now,
             }
-            lines += [
-                {"update": {"_index": self.documents_alias, "_id": doc_key(d.tenant, d.doc_id)}},
-                {"doc": fields, "doc_as_upsert": True},
-            ]
-        self._raise_failed(self.t.bulk(lines, "mark documents pending", refresh=False), batch, "mark pending")
+        return self.claims.claim(
+            wanted, check=lambda k, e: newer_version(versions[k])(k, e), what="mark documents pending"
+        )
 
     def _write_chunks(
         self, batch: Sequence[DocumentWrite], new: dict[tuple[str, str], list[int]]
@@ -381,85 +424,135 @@ class OpenSearchIndex(CheckReads, LinkReads):
         self,
         batch: Sequence[DocumentWrite],
         new: dict[tuple[str, str], list[int]],
-        stale: dict[tuple[str, str], list[int]],
-        failed: dict[tuple[str, str], str],
+        rejected: dict[tuple[str, str], str],
         lease: float,
-    ) -> None:
+        held: dict[str, Held],
+    ) -> dict[tuple[str, str], RampartError]:
         """Step 3: entries of the new versions (``indexed`` at once where no old chunk must go, else
         ``pending`` with ``stale_cids``), then the old chunks and a refused document's new ones
-        deleted, then those documents ``indexed`` or ``failed``."""
-        entries: list[dict[str, Any]] = []
-        deletes: list[int] = []
-        last: list[dict[str, Any]] = []
+        deleted, then those documents ``indexed`` or ``failed``. Every entry write is conditional on
+        the claim: a document another process took over meanwhile (this write's lease ran out) loses
+        its new chunks and fails here instead of overwriting. Returns the documents that failed."""
+        fin = _Finish(seq={k: (h.seq_no, h.primary_term) for k, h in held.items()})
+        entries: list[tuple[tuple[str, str], dict[str, Any]]] = []
         for d in batch:
             who, key = (d.tenant, d.doc_id), doc_key(d.tenant, d.doc_id)
-            if who in failed:
-                deletes += new[who]
-                error = f"OpenSearch refused a chunk of version {d.version}: {failed[who]}"
-                last += self._entry_update(
-                    key, {**CLEARED, "state": DocumentState.FAILED.value, "error": error}
-                )
+            if who in rejected:
+                fin.deletes += new[who]
+                error = f"OpenSearch refused a chunk of version {d.version}: {rejected[who]}"
+                fin.last.append((who, {**CLEARED, "state": DocumentState.FAILED.value, "error": error}))
+                fin.failed[who] = RampartError(ErrorCode.UNAVAILABLE, error)
                 continue
+            fin.stale[who] = [int(c) for c in (held[key].before or {}).get("cids") or []]
             source = indexed_source(d, new[who])
-            if stale[who]:
+            if fin.stale[who]:
                 source.update(
                     state=DocumentState.PENDING.value,
-                    stale_cids=stale[who],
+                    stale_cids=fin.stale[who],
                     writer=self.writer,
                     lease_until=lease,
                 )
-                deletes += stale[who]
-                last += self._entry_update(key, {**CLEARED, "state": DocumentState.INDEXED.value})
-            entries += [{"index": {"_index": self.documents_alias, "_id": key}}, source]
+                fin.last.append((who, {**CLEARED, "state": DocumentState.INDEXED.value}))
+            entries.append((who, source))
         if entries:
-            self._raise_failed(
-                self.t.bulk(entries, "record documents", refresh=not last), batch, "record documents"
-            )
-        if deletes:
-            lines = [{"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in deletes]
-            self._raise_failed(
-                self.t.bulk(lines, "delete old chunks", refresh=True),
-                batch,
-                "delete old chunks",
-                deletes_ok=True,
-            )
-        if last:
-            self._raise_failed(self.t.bulk(last, "finish documents", refresh=True), batch, "finish documents")
+            self._record(entries, new, fin, len(batch))
+        if fin.deletes:
+            lines = [{"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in fin.deletes]
+            items = self.t.bulk(lines, "delete old chunks", refresh=True)
+            bad = [item_reason(i) for i in items if "error" in i and i.get("status") != 404]
+            if bad:
+                raise self._step_failed("delete old chunks", bad, len(batch))
+        if fin.last:
+            self._settle(new, fin, len(batch))
+        return fin.failed
 
-    def _entry_update(self, key: str, fields: dict[str, Any]) -> list[dict[str, Any]]:
-        return [
-            {"update": {"_index": self.documents_alias, "_id": key}},
-            {"doc": {**fields, "updated_at": time.time()}},
-        ]
-
-    def _raise_failed(
-        self, items: list[dict[str, Any]], batch: Sequence[DocumentWrite], step: str, deletes_ok: bool = False
+    def _record(
+        self,
+        entries: list[tuple[tuple[str, str], dict[str, Any]]],
+        new: dict[tuple[str, str], list[int]],
+        fin: _Finish,
+        size: int,
     ) -> None:
-        bad = [item_reason(i) for i in items if "error" in i and not (deletes_ok and i.get("status") == 404)]
-        if bad:
-            raise RampartError(
-                ErrorCode.UNAVAILABLE,
-                f"OpenSearch at {self.url} failed to {step} for {len(bad)} items of a batch of {len(batch)} "
-                f"documents (first: {bad[0]}); send the batch again",
-                url=self.url,
-            )
+        """Step 3's entries, each conditional on its claim; the old chunks of those that landed are
+        queued for deletion."""
+        lines: list[dict[str, Any]] = []
+        for who, source in entries:
+            key = doc_key(*who)
+            lines += [{"index": {"_index": self.documents_alias, "_id": key, **_cond(fin.seq[key])}}, source]
+        items = self.t.bulk(lines, "record documents", refresh=not fin.last)
+        for (who, _), item in zip(entries, items, strict=True):
+            key = doc_key(*who)
+            if "error" not in item:
+                fin.seq[key] = (int(item["_seq_no"]), int(item["_primary_term"]))
+                fin.deletes += fin.stale[who]
+            elif item.get("status") == 409 and (landed := self._landed(key, new[who])) is not None:
+                fin.seq[key] = landed  # a retried request whose first attempt landed
+                fin.deletes += fin.stale[who]
+            elif item.get("status") == 409:  # taken over: the old chunks are the new holder's now
+                fin.deletes += new[who]
+                fin.last = [(w, f) for w, f in fin.last if w != who]
+                fin.failed[who] = self._taken_over(who)
+            else:
+                raise self._step_failed("record documents", [item_reason(item)], size)
+
+    def _settle(self, new: dict[tuple[str, str], list[int]], fin: _Finish, size: int) -> None:
+        """The last step: documents ``indexed`` (old chunks gone) or ``failed``, conditionally."""
+        lines: list[dict[str, Any]] = []
+        for who, fields in fin.last:
+            key = doc_key(*who)
+            lines += [
+                {"update": {"_index": self.documents_alias, "_id": key, **_cond(fin.seq[key])}},
+                {"doc": {**fields, "updated_at": time.time()}},
+            ]
+        items = self.t.bulk(lines, "finish documents", refresh=True)
+        for (who, _), item in zip(fin.last, items, strict=True):
+            if "error" not in item or who in fin.failed:
+                continue
+            if item.get("status") != 409:
+                raise self._step_failed("finish documents", [item_reason(item)], size)
+            if self._landed(doc_key(*who), new[who]) is None:
+                fin.failed[who] = self._taken_over(who)
+            # else settled as this version (a retried request, or a repair rolled it forward)
+
+    def _landed(self, key: str, cids: list[int]) -> tuple[int, int] | None:
+        """The entry's (seq_no, primary_term) when it records ``cids`` as its chunks (this write's
+        version is the stored one), else ``None``."""
+        found = self.claims.read([key]).get(key)
+        if found is None or [int(c) for c in found[0].get("cids") or []] != cids:
+            return None
+        return found[1], found[2]
+
+    def _taken_over(self, who: tuple[str, str]) -> RampartError:
+        return RampartError(
+            ErrorCode.UNAVAILABLE,
+            f"{who[0]}/{who[1]} was taken over by another writer while this write held it (its lease, "
+            "RAMPART_OPENSEARCH__WRITE_LEASE_S, ran out); this write's chunks were removed; send it again",
+        )
+
+    def _step_failed(self, step: str, bad: list[str], size: int) -> RampartError:
+        return RampartError(
+            ErrorCode.UNAVAILABLE,
+            f"OpenSearch at {self.url} failed to {step} for {len(bad)} items of a batch of {size} "
+            f"documents (first: {bad[0]}); send the batch again",
+            url=self.url,
+        )
 
     # ---- crash repair (services/retrieval/opensearch_repair.py) ------------------------------------------
     def repair(self, keys: Sequence[str] | None = None, *, ours: bool = False) -> tuple[int, int]:
         """Settle what writers that are gone left unfinished: the entries ``keys`` (``_id``s of the
         documents index), or every unfinished one (on open); ``ours``: ``keys`` are the caller's write,
-        so what this index left on them is finished with. Returns (rolled forward, rolled back)."""
-        entries = (
-            self._unfinished()
-            if keys is None
-            else self.t.mget(self.documents_alias, keys, list(ENTRY_FIELDS))
-        )
+        so what this index left on them is finished with. Returns (rolled forward, rolled back).
+
+        Each entry is settled only if it is still what was read (a conditional update): another process
+        repairing or claiming it meanwhile wins, and deleting the same crashed chunks twice is harmless
+        (chunk ids are never reused)."""
+        entries = self._unfinished() if keys is None else self.claims.read(list(keys))
         now = time.time()
         with self._inflight_lock:
             inflight = set(self._inflight) - (set(keys or ()) if ours else set())
         gone = {
             k: e
-            for k, e in entries.items()
+            for k, (e, _, _) in entries.items()
             if unfinished(e) and writer_gone(e, me=self.writer, inflight=inflight, key=k, now=now)
         }
         if not gone:
@@ -478,21 +571,30 @@ class OpenSearchIndex(CheckReads, LinkReads):
                     "reopen the index to repair again",
                     url=self.url,
                 )
-        lines = [line for k, fields in todo.updates.items() for line in self._entry_update(k, fields)]
-        items = self.t.bulk(lines, "repair: settle documents", refresh=True)
-        if any("error" in i for i in items):
+        order = list(todo.updates)
+        settle: list[dict[str, Any]] = []
+        for k in order:
+            _, seq_no, term = entries[k]
+            settle += [
+                {"update": {"_index": self.documents_alias, "_id": k, **_cond((seq_no, term))}},
+                {"doc": {**todo.updates[k], "updated_at": time.time()}},
+            ]
+        items = self.t.bulk(settle, "repair: settle documents", refresh=True)
+        bad = [item_reason(i) for i in items if "error" in i and i.get("status") != 409]
+        if bad:
             raise RampartError(
                 ErrorCode.UNAVAILABLE,
-                f"OpenSearch at {self.url} failed to settle documents a crashed write left "
-                f"({next(item_reason(i) for i in items if 'error' in i)}); reopen the index to repair again",
+                f"OpenSearch at {self.url} failed to settle documents a crashed write left ({bad[0]}); "
+                "reopen the index to repair again",
                 url=self.url,
             )
-        log.warning(
-            "repaired interrupted writes", extra={"forward": todo.forward, "back": todo.back, "url": self.url}
-        )
-        return todo.forward, todo.back
+        settled = {k for k, i in zip(order, items, strict=True) if "error" not in i}
+        forward = sum(1 for k in settled if gone[k].get("stale_cids"))
+        back = len(settled) - forward
+        log.warning("repaired interrupted writes", extra={"forward": forward, "back": back, "url": self.url})
+        return forward, back
 
-    def _unfinished(self) -> dict[str, dict[str, Any]]:
+    def _unfinished(self) -> dict[str, tuple[dict[str, Any], int, int]]:
         """Every entry with a write in progress or left unfinished (paged by tenant and document)."""
         query = {
             "bool": {
@@ -510,11 +612,12 @@ class OpenSearchIndex(CheckReads, LinkReads):
             lambda: self.client.indices.refresh(index=self.documents_alias),
             idempotent=True,
         )
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, tuple[dict[str, Any], int, int]] = {}
         after: list[Any] | None = None
         while True:
             body: dict[str, Any] = {
                 "size": 1000,
+                "seq_no_primary_term": True,
                 "_source": list(ENTRY_FIELDS),
                 "query": query,
                 "sort": [{"tenant": "asc"}, {"doc_id": "asc"}],
@@ -522,57 +625,96 @@ class OpenSearchIndex(CheckReads, LinkReads):
             if after is not None:
                 body["search_after"] = after
             hits = self.t.search(self.documents_alias, body, "find unfinished writes")
-            out.update({str(h["_id"]): h["_source"] for h in hits})
+            out.update(
+                {str(h["_id"]): (h["_source"], int(h["_seq_no"]), int(h["_primary_term"])) for h in hits}
+            )
             if len(hits) < body["size"]:
                 return out
             after = hits[-1]["sort"]
 
     def delete(self, tenant: str, doc_id: str) -> bool:
-        current = self._get_document(tenant, doc_id)
-        if current is None or current.get("state") == DocumentState.DELETED.value:
-            return False
+        """Delete the document's chunks, then mark its entry ``deleted`` if it is still what was read;
+        a document another live process is writing is waited for (``claim_wait_s``), so the delete
+        lands after that write rather than under it."""
         key = doc_key(tenant, doc_id)
-        owned = [
-            *current.get("cids", []),
-            *(current.get("pending_cids") or []),
-            *(current.get("stale_cids") or []),
-        ]
-        lines: list[dict[str, Any]] = [
-            {"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in owned
-        ]
-        lines += [
-            {"update": {"_index": self.documents_alias, "_id": key}},
-            {
-                "doc": {
-                    **CLEARED,
-                    "state": DocumentState.DELETED.value,
-                    "chunks": 0,
-                    "cids": [],
-                    "name": None,
-                    "first_cid": None,
-                    "error": None,
-                    "updated_at": time.time(),
-                }
-            },
-        ]
-        items = self.t.bulk(lines, "delete a document", refresh=True)
-        bad = [item_reason(i) for i in items if "error" in i and i.get("status") != 404]
-        if bad:
-            raise RampartError(
-                ErrorCode.UNAVAILABLE,
-                f"OpenSearch at {self.url} failed to delete {tenant}/{doc_id} ({bad[0]}); delete it again",
-                url=self.url,
-            )
-        return True
+        self._acquire([key])
+        try:
+            return self._delete(tenant, doc_id, key)
+        finally:
+            self._release([key])
+
+    def _delete(self, tenant: str, doc_id: str, key: str) -> bool:
+        deadline = time.monotonic() + self._s.claim_wait_s
+        delay = FIRST_WAIT_S
+        sent = False  # a retried request whose first attempt landed reads back as deleted
+        while True:
+            found = self.claims.read([key]).get(key)
+            if found is None or found[0].get("state") == DocumentState.DELETED.value:
+                return sent
+            current, seq_no, term = found
+            if held_by_other(current, key, me=self.writer, now=time.time()):
+                if time.monotonic() >= deadline:
+                    raise RampartError(
+                        ErrorCode.UNAVAILABLE,
+                        f"{tenant}/{doc_id} is being written by another process (writer "
+                        f"{current.get('writer')}) and was still held after {self._s.claim_wait_s:.0f} s "
+                        "(RAMPART_OPENSEARCH__CLAIM_WAIT_S); delete it again once that write finishes",
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            owned = [
+                *current.get("cids", []),
+                *(current.get("pending_cids") or []),
+                *(current.get("stale_cids") or []),
+            ]
+            lines: list[dict[str, Any]] = [
+                {"delete": {"_index": self.chunks_alias, "_id": str(c)}} for c in owned
+            ]
+            lines += [
+                {"update": {"_index": self.documents_alias, "_id": key, **_cond((seq_no, term))}},
+                {
+                    "doc": {
+                        **CLEARED,
+                        "state": DocumentState.DELETED.value,
+                        "chunks": 0,
+                        "cids": [],
+                        "name": None,
+                        "first_cid": None,
+                        "error": None,
+                        "updated_at": time.time(),
+                    }
+                },
+            ]
+            items = self.t.bulk(lines, "delete a document", refresh=True)
+            sent = True
+            bad = [item_reason(i) for i in items if "error" in i and i.get("status") not in (404, 409)]
+            if bad:
+                raise RampartError(
+                    ErrorCode.UNAVAILABLE,
+                    f"OpenSearch at {self.url} failed to delete {tenant}/{doc_id} ({bad[0]}); delete it again",
+                    url=self.url,
+                )
+            if items[-1].get("status") != 409:
+                return True
+            if time.monotonic() >= deadline:  # the entry kept changing: someone else keeps writing it
+                raise RampartError(
+                    ErrorCode.UNAVAILABLE,
+                    f"{tenant}/{doc_id} kept changing under its delete for {self._s.claim_wait_s:.0f} s "
+                    "(RAMPART_OPENSEARCH__CLAIM_WAIT_S); delete it again",
+                )
 
     def mark(
         self, tenant: str, doc_id: str, version: int, state: DocumentState, *, error: str | None = None
     ) -> None:
-        """Record a state without touching chunks. Not refreshed: ``status``/``current`` read it at once
-        (real-time GET), and ingest marks every document it accepts, so waiting here would cost a
-        refresh interval per document; ``named`` sees the new state within one interval. ``pending``
-        (ingest's mark before it embeds) holds the document for this writer under a lease, so that a
-        crash before the write is settled too."""
+        """Record a state without touching chunks, as a claim (:mod:`.opensearch_claim`): a document
+        another live process is writing is waited for, and a newer stored version is never
+        overwritten (``pending``: refused as ``CONFLICT``; any other state: left as it is, the newer
+        version's state stands). Not refreshed: ``status``/``current`` read it at once (real-time GET),
+        and ingest marks every document it accepts, so waiting here would cost a refresh interval per
+        document; ``named`` sees the new state within one interval. ``pending`` (ingest's mark before it
+        embeds) holds the document for this writer under a lease, so that a crash before the write is
+        settled too, and another process's write of it waits."""
         pending = state is DocumentState.PENDING
         fields = {
             "tenant": tenant,
@@ -584,17 +726,21 @@ class OpenSearchIndex(CheckReads, LinkReads):
             "lease_until": self._lease_until(0) if pending else None,
             "updated_at": time.time(),
         }
-        body = {"doc": fields, "doc_as_upsert": True}
-        self.t.call(
-            "mark a document",
-            lambda: self.client.update(
-                index=self.documents_alias,
-                id=doc_key(tenant, doc_id),
-                body=body,
-                params={"retry_on_conflict": 5},
-            ),
-            idempotent=True,
-        )
+        key = doc_key(tenant, doc_id)
+        self._acquire([key])
+        try:
+            _, refused = self.claims.claim(
+                {key: fields}, check=newer_version(version), what="mark a document"
+            )
+        finally:
+            self._release([key])
+        err = refused.get(key)
+        if err is None:
+            return
+        if err.code is ErrorCode.CONFLICT and not pending:
+            log.info("a newer version's state stands", extra={"doc_id": doc_id, "reason": err.message})
+            return
+        raise err
 
     def status(self, tenant: str, doc_id: str) -> DocumentStatus | None:
         d = self._get_document(tenant, doc_id)

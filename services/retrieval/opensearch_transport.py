@@ -180,7 +180,14 @@ class Transport:
 
     def mget(self, alias: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
         """``_source`` (only ``fields``) of the documents that exist among ``ids`` (real-time)."""
-        out: dict[str, dict[str, Any]] = {}
+        return {k: v[0] for k, v in self.mget_versioned(alias, ids, fields).items()}
+
+    def mget_versioned(
+        self, alias: str, ids: Sequence[str], fields: Sequence[str]
+    ) -> dict[str, tuple[dict[str, Any], int, int]]:
+        """:meth:`mget` with each document's ``_seq_no`` and ``_primary_term``: what a conditional write
+        (``if_seq_no``/``if_primary_term``) of it names, so that it lands only on what was read."""
+        out: dict[str, tuple[dict[str, Any], int, int]] = {}
         for start in range(0, len(ids), MGET_BATCH):
             part = list(ids[start : start + MGET_BATCH])
             with naming(alias, "read"):
@@ -196,7 +203,7 @@ class Transport:
                 )
             for d in resp["docs"]:
                 if d.get("found"):
-                    out[d["_id"]] = d.get("_source", {})
+                    out[d["_id"]] = (d.get("_source", {}), int(d["_seq_no"]), int(d["_primary_term"]))
                 elif "error" in d:
                     raise RampartError(
                         ErrorCode.UNAVAILABLE,

@@ -32,6 +32,19 @@ class StackSettings(BaseModel):
     ready_timeout_s: float = Field(
         default=300.0, gt=0.0, le=3600.0, description="How long `stack up` waits for every service"
     )
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="Retrieval-service replicas, ingest workers and (at least) pipeline replicas; >1 needs "
+        "index.backend=opensearch (`rampart stack up --index opensearch --replicas N`)",
+    )
+    replica_port_step: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000,
+        description="Replica i (from 0) of a service listens on its port + i × this (metrics ports too)",
+    )
     worker_metrics_port: int = Field(
         default=9104, ge=1, le=65535, description="Prometheus /metrics of the fact-check workers"
     )

@@ -35,6 +35,9 @@ class Program:
 
 @dataclass(frozen=True)
 class Addresses:
+    """Where each service listens; ``retrieval`` and ``ingest`` list every replica (comma-separated,
+    the form ``remote.*_address`` balances over: services/common/grpc_client.py)."""
+
     retrieval: str
     ingest: str
     orchestrator_url: str
@@ -43,12 +46,64 @@ class Addresses:
 
     @classmethod
     def of(cls, settings: RampartSettings) -> Addresses:
+        n = settings.stack.replicas
         return cls(
-            retrieval=f"{LOOPBACK}:{settings.retrieval_service.port}",
-            ingest=f"{LOOPBACK}:{settings.ingest_service.port}",
+            retrieval=",".join(
+                f"{LOOPBACK}:{replica_port(settings, settings.retrieval_service.port, i)}" for i in range(n)
+            ),
+            ingest=",".join(
+                f"{LOOPBACK}:{replica_port(settings, settings.ingest_service.port, i)}" for i in range(n)
+            ),
             orchestrator_url=f"http://{LOOPBACK}:{settings.serve.port}",
             gateway_url=f"http://{LOOPBACK}:{settings.gateway.port}",
             redis_url=f"redis://{LOOPBACK}:{settings.stack.redis_port}",
+        )
+
+
+def replica_port(settings: RampartSettings, port: int, i: int) -> int:
+    """Port of replica ``i`` (from 0) of a service whose first replica listens on ``port`` (0: off)."""
+    if port == 0:
+        return 0
+    got = port + i * settings.stack.replica_port_step
+    if got > 65535:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"replica {i} of the service on port {port} would listen on {got} (> 65535) with "
+            f"stack.replica_port_step={settings.stack.replica_port_step}; lower the step "
+            "(RAMPART_STACK__REPLICA_PORT_STEP), the port or --replicas",
+        )
+    return got
+
+
+def replica_name(service: str, i: int) -> str:
+    """``retrieval``, ``retrieval-1``, …: the first replica keeps the service's name."""
+    return service if i == 0 else f"{service}-{i}"
+
+
+def opensearch_url(settings: RampartSettings) -> str:
+    """The node the stack's index lives on: ``opensearch.url`` (attach), else the local node on
+    ``opensearch.port`` (the stack's own ``opensearch`` program, or one ``rampart opensearch up`` runs)."""
+    return settings.opensearch.url or f"http://{LOOPBACK}:{settings.opensearch.port}"
+
+
+def runs_node(settings: RampartSettings) -> bool:
+    """Whether the stack starts a node itself: on OpenSearch, with no URL given and no node already
+    running from ``opensearch.data_dir`` (then the stack attaches to that one)."""
+    from services.retrieval.opensearch_node import running_pid
+
+    if settings.index.backend != "opensearch" or settings.opensearch.url:
+        return False
+    return running_pid(settings.opensearch.data_dir.resolve()) is None
+
+
+def check_replicas(settings: RampartSettings) -> None:
+    n = settings.stack.replicas
+    if n > 1 and settings.index.backend != "opensearch":
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"stack.replicas={n}, but the embedded index is one process's (the retrieval service's); run "
+            "the index on OpenSearch for replicas: `rampart stack up --index opensearch --replicas "
+            f"{n}`, or keep --replicas 1",
         )
 
 
@@ -71,6 +126,10 @@ def stack_env(settings: RampartSettings, token: str) -> dict[str, str]:
         "RAMPART_GATEWAY__PORT": str(settings.gateway.port),
         "RAMPART_SERVE__HOST": LOOPBACK,
         "RAMPART_SERVE__PORT": str(settings.serve.port),
+        # N pipeline replicas from the start; Serve's autoscaler may add more up to the maximum
+        "RAMPART_SERVE__PIPELINE_MIN_REPLICAS": str(max(s.replicas, settings.serve.pipeline_min_replicas)),
+        "RAMPART_SERVE__PIPELINE_MAX_REPLICAS": str(max(s.replicas, settings.serve.pipeline_max_replicas)),
+        "RAMPART_INDEX__BACKEND": settings.index.backend,
         "RAMPART_FACTCHECK__BACKEND": "celery" if settings.factcheck.backend != "none" else "none",
         "RAMPART_FACTCHECK__CELERY__BROKER_URL": f"{a.redis_url}/0",
         "RAMPART_FACTCHECK__CELERY__RESULT_BACKEND": f"{a.redis_url}/1",
@@ -79,18 +138,59 @@ def stack_env(settings: RampartSettings, token: str) -> dict[str, str]:
         "RAY_USAGE_STATS_ENABLED": "0",
         "PYTHONUNBUFFERED": "1",
     }
+    if settings.index.backend == "opensearch":
+        env["RAMPART_OPENSEARCH__URL"] = opensearch_url(settings)
+        env["RAMPART_OPENSEARCH__DATA_DIR"] = str(settings.opensearch.data_dir.resolve())
     if settings.rerank.backend != "none":
         env["RAMPART_RERANK__BACKEND"] = "triton" if s.triton else "onnx"
         env["RAMPART_RERANK__TRITON__URL"] = f"{LOOPBACK}:{s.triton_grpc_port}"
     return env
 
 
+def _replicas(settings: RampartSettings, py: str) -> list[Program]:
+    """``retrieval``/``ingest`` and their replicas, each on its own ports; ingest worker i > 0 keeps its
+    own journal (``<journal_dir>-i``): a worker replays only what it acknowledged itself."""
+    out: list[Program] = []
+    r, g = settings.retrieval_service, settings.ingest_service
+    for i in range(settings.stack.replicas):
+        out.append(
+            Program(
+                replica_name("retrieval", i),
+                [py, "-m", "services.retrieval.server"],
+                priority=30,
+                env={
+                    **_otel("retrieval"),
+                    "RAMPART_RETRIEVAL_SERVICE__PORT": str(replica_port(settings, r.port, i)),
+                    "RAMPART_RETRIEVAL_SERVICE__METRICS_PORT": str(replica_port(settings, r.metrics_port, i)),
+                },
+            )
+        )
+    for i in range(settings.stack.replicas):
+        journal = settings.ingest_journal_dir().resolve()
+        out.append(
+            Program(
+                replica_name("ingest", i),
+                [py, "-m", "services.ingest.server"],
+                priority=40,
+                env={
+                    **_otel("ingest"),
+                    "RAMPART_INGEST_SERVICE__PORT": str(replica_port(settings, g.port, i)),
+                    "RAMPART_INGEST_SERVICE__METRICS_PORT": str(replica_port(settings, g.metrics_port, i)),
+                    "RAMPART_INGEST_SERVICE__JOURNAL_DIR": str(journal if i == 0 else Path(f"{journal}-{i}")),
+                },
+            )
+        )
+    return out
+
+
 def programs(settings: RampartSettings, *, python: Path | None = None) -> list[Program]:
-    """The stack's processes, dependencies first: redis, Triton, retrieval, ingest, workers, orchestrator,
+    """The stack's processes, dependencies first: redis, Triton, the OpenSearch node (when the stack
+    runs one), retrieval and ingest (``stack.replicas`` of each), fact-check workers, orchestrator,
     gateway. Raises when a required binary is missing, naming how to install it."""
     py = str(python or Path(sys.executable))
     rampart = [py, "-m", "services.cli.main"]
     s = settings.stack
+    check_replicas(settings)
     redis = redis_server_binary()
     if redis is None:
         raise RampartError(ErrorCode.FAILED_PRECONDITION, f"redis-server is not installed; {INSTALL_HINT}")
@@ -128,10 +228,11 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
                 stop_wait_s=30,
             )
         )
-    out += [
-        Program("retrieval", [py, "-m", "services.retrieval.server"], priority=30, env=_otel("retrieval")),
-        Program("ingest", [py, "-m", "services.ingest.server"], priority=40, env=_otel("ingest")),
-    ]
+    if runs_node(settings):
+        # the node in the foreground under supervisord (SIGTERM closes its shards); retrieval and
+        # ingest exit while it is not green yet and supervisord starts them again
+        out.append(Program("opensearch", [*rampart, "opensearch", "run"], priority=15, stop_wait_s=30))
+    out += _replicas(settings, py)
     if settings.factcheck.backend != "none":
         out.append(
             Program(

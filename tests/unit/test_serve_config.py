@@ -115,6 +115,20 @@ def test_build_app_refuses_several_pipeline_replicas_on_the_embedded_index() -> 
     with pytest.raises(RampartError) as err:
         build_app(settings)
     assert err.value.code is ErrorCode.FAILED_PRECONDITION
-    assert "pipeline_max_replicas=2" in err.value.message
+    assert (
+        "pipeline_max_replicas=2" in err.value.message
+        and "RAMPART_INDEX__BACKEND=opensearch" in err.value.message
+    )
     with pytest.raises(RampartError, match="depth"):
         build_app(RampartSettings(), LiveTunables.model_construct(rerank_depth=0))
+
+
+def test_several_pipeline_replicas_are_allowed_on_a_shared_index() -> None:
+    """The retrieval service's index or OpenSearch: every replica is a client of the same index."""
+    from services.orchestrator.serving.serve_app import shared_index
+    from services.retrieval.config import IndexSettings
+
+    assert not shared_index(RampartSettings())
+    assert shared_index(RampartSettings(index=IndexSettings(backend="opensearch")))
+    remote = RampartSettings.model_validate({"remote": {"retrieval_address": "127.0.0.1:50051"}})
+    assert shared_index(remote)

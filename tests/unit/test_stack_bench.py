@@ -206,3 +206,13 @@ def test_folder_corpus_keeps_sidecars_and_stops_at_docs(tmp_path: Path) -> None:
     assert len(folder_corpus(tmp_path, docs=1).documents) == 1
     with pytest.raises(RampartError, match="no supported documents"):
         folder_corpus(tmp_path / "team" / "missing", docs=5)
+
+
+def test_bench_scale_refuses_a_bad_replica_count_naming_it() -> None:
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+
+    result = CliRunner().invoke(app, ["bench", "scale", "--pipeline-replicas", "1,two"])
+    assert result.exit_code != 0
+    assert "'two'" in result.output and "--pipeline-replicas 1,2" in result.output

@@ -69,3 +69,56 @@ def test_config_parses_and_carries_no_secret(tmp_path: Path) -> None:
     assert gateway["command"].endswith("services.cli.main serve")
     redis = conf["program:redis"]["command"]
     assert '--save ""' in redis  # an empty argument survives supervisord's shlex split
+
+
+def test_replicas_need_opensearch_and_say_how(tmp_path: Path) -> None:
+    with pytest.raises(RampartError, match="--index opensearch --replicas 2"):
+        programs(settings(tmp_path, stack={"replicas": 2}))
+
+
+def test_replicas_on_opensearch_each_get_ports_and_a_journal(tmp_path: Path) -> None:
+    s = settings(
+        tmp_path,
+        index={"backend": "opensearch"},
+        opensearch={"url": "http://10.0.0.9:9200"},
+        stack={"replicas": 2, "replica_port_step": 100},
+        retrieval_service={"port": 50051, "metrics_port": 9101},
+        ingest_service={"port": 50052, "metrics_port": 0},
+    )
+    got = {p.name: p for p in programs(s)}
+    assert "opensearch" not in got  # a URL: the stack attaches to that node
+    assert {"retrieval", "retrieval-1", "ingest", "ingest-1"} <= set(got)
+    assert got["retrieval-1"].env["RAMPART_RETRIEVAL_SERVICE__PORT"] == "50151"
+    assert got["retrieval-1"].env["RAMPART_RETRIEVAL_SERVICE__METRICS_PORT"] == "9201"
+    assert got["ingest-1"].env["RAMPART_INGEST_SERVICE__METRICS_PORT"] == "0"
+    journals = {got[n].env["RAMPART_INGEST_SERVICE__JOURNAL_DIR"] for n in ("ingest", "ingest-1")}
+    assert journals == {str(s.ingest_journal_dir().resolve()), f"{s.ingest_journal_dir().resolve()}-1"}
+    env = stack_env(s, "tok")
+    assert env["RAMPART_REMOTE__RETRIEVAL_ADDRESS"] == "127.0.0.1:50051,127.0.0.1:50151"
+    assert env["RAMPART_REMOTE__INGEST_ADDRESS"] == "127.0.0.1:50052,127.0.0.1:50152"
+    assert env["RAMPART_INDEX__BACKEND"] == "opensearch"
+    assert env["RAMPART_OPENSEARCH__URL"] == "http://10.0.0.9:9200"
+    assert env["RAMPART_SERVE__PIPELINE_MIN_REPLICAS"] == env["RAMPART_SERVE__PIPELINE_MAX_REPLICAS"] == "2"
+
+
+def test_opensearch_without_a_url_runs_a_node_first(tmp_path: Path) -> None:
+    s = settings(
+        tmp_path, index={"backend": "opensearch"}, opensearch={"data_dir": tmp_path / "os", "port": 9333}
+    )
+    got = sorted(programs(s), key=lambda p: p.priority)
+    node = next(p for p in got if p.name == "opensearch")
+    assert node.argv[-2:] == ["opensearch", "run"]
+    assert node.priority < next(p.priority for p in got if p.name == "retrieval")
+    assert stack_env(s, "tok")["RAMPART_OPENSEARCH__URL"] == "http://127.0.0.1:9333"
+
+
+def test_a_replica_port_past_65535_names_the_step(tmp_path: Path) -> None:
+    s = settings(
+        tmp_path,
+        index={"backend": "opensearch"},
+        opensearch={"url": "http://127.0.0.1:9200"},
+        stack={"replicas": 3},
+        retrieval_service={"port": 64000},
+    )
+    with pytest.raises(RampartError, match="REPLICA_PORT_STEP"):
+        programs(s)

@@ -31,8 +31,8 @@ class ServeSettings(BaseModel):
         default=1,
         ge=1,
         le=256,
-        description="Autoscaling ceiling, pipeline; >1 needs a shared index backend (the embedded one has "
-        "one process)",
+        description="Autoscaling ceiling, pipeline; >1 needs a shared index: the retrieval service "
+        "(remote.retrieval_address) or OpenSearch (index.backend); the embedded one has one process",
     )
     ingress_min_replicas: int = Field(default=1, ge=1, le=256, description="Autoscaling floor, ingress")
     ingress_max_replicas: int = Field(default=2, ge=1, le=256, description="Autoscaling ceiling, ingress")

@@ -180,12 +180,13 @@ class OrchestratorIngress:
 def build_app(settings: RampartSettings, tunables: LiveTunables | None = None) -> Application:
     """The Serve application for these settings; a bad config is refused here, before any deploy."""
     s = settings.serve
-    if s.pipeline_max_replicas > 1 and not settings.remote.retrieval_address:
+    if s.pipeline_max_replicas > 1 and not shared_index(settings):
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
             f"serve.pipeline_max_replicas={s.pipeline_max_replicas}, but the embedded index is opened by "
-            "one process at a time; keep 1 (scale the ingress instead) or serve the index from the "
-            "retrieval service (remote.retrieval_address)",
+            "one process at a time; keep 1 (scale the ingress instead), serve the index from the "
+            "retrieval service (remote.retrieval_address) or put it on OpenSearch "
+            "(RAMPART_INDEX__BACKEND=opensearch)",
             field="serve.pipeline_max_replicas",
         )
     chosen = tunables or LiveTunables()
@@ -206,6 +207,13 @@ def build_app(settings: RampartSettings, tunables: LiveTunables | None = None) -
         version=version, _internal=True, **ingress_options(settings)
     ).bind(pipeline, token)
     return app
+
+
+def shared_index(settings: RampartSettings) -> bool:
+    """Whether any number of pipeline replicas may open the index: it is the retrieval service's
+    (each replica a gRPC client) or an OpenSearch cluster's (each replica a client of it); the
+    embedded index is one process's."""
+    return bool(settings.remote.retrieval_address) or settings.index.backend == "opensearch"
 
 
 def app_builder(args: ServeAppArgs) -> Application:
