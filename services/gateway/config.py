@@ -125,9 +125,9 @@ class GatewaySettings(BaseModel):
         default="admin", description="Scope a key needs to read the per-stage readiness at /v1/readiness"
     )
     readiness_details_from_loopback: bool = Field(
-        default=True,
-        description="Give /readyz's per-stage details to callers on 127.0.0.1/::1 (the stack's readiness "
-        "wait); set false behind a reverse proxy on the same host",
+        default=False,
+        description="Give /readyz's per-stage details to every caller on 127.0.0.1/::1 (off: a reverse proxy "
+        "on the same host would hand them to anyone; the stack's readiness wait sends the internal token)",
     )
     oidc: OidcSettings = OidcSettings()
     audit: AuditSettings = AuditSettings()

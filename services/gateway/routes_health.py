@@ -5,10 +5,10 @@ Why the split: the details name stages, models, index sizes and, when a stage is
 was reached at and why it failed: a map of the deployment for whoever can reach the port. A load
 balancer or kubelet needs one bit. The details go to a caller with ``gateway.readiness_details_scope``
 (admin by default) or to the stack's own tooling, which proves itself with the deployment's internal
-token (``remote.internal_token``, the header the orchestrator already checks) or, while
-``gateway.readiness_details_from_loopback`` is on, by calling from the same host (``rampart stack up``
-waits on ``/readyz`` from 127.0.0.1 and reads each stage; a reverse proxy on the same host makes every
-caller look local, so turn it off there).
+token (``remote.internal_token``, the header the orchestrator already checks: ``rampart stack up``
+waits on ``/readyz`` with it and reads each stage) or, while ``gateway.readiness_details_from_loopback``
+is on (off by default: a reverse proxy on the same host makes every caller look local), by calling
+from the same host.
 """
 
 from __future__ import annotations

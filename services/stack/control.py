@@ -128,8 +128,18 @@ def write_config(settings: RampartSettings, workdir: Path) -> Path:
     return conf
 
 
-def launch(settings: RampartSettings, *, workdir: Path, log: Path | None = None) -> subprocess.Popen[bytes]:
-    """Start supervisord (foreground mode, as a session leader) with the stack's environment."""
+def internal_token(settings: RampartSettings) -> str:
+    """The token every program of the stack shares (``remote.internal_token``): the user's, or a fresh
+    one per start."""
+    given = settings.remote.internal_token
+    return given.get_secret_value() if given else secrets.token_urlsafe(32)
+
+
+def launch(
+    settings: RampartSettings, *, workdir: Path, log: Path | None = None, token: str | None = None
+) -> subprocess.Popen[bytes]:
+    """Start supervisord (foreground mode, as a session leader) with the stack's environment; ``token``:
+    the stack's internal token (default: :func:`internal_token`)."""
     sup = Supervisor(settings.stack_dir().resolve())
     if sup.running():
         raise RampartError(
@@ -137,12 +147,7 @@ def launch(settings: RampartSettings, *, workdir: Path, log: Path | None = None)
             f"a stack is already running from {sup.dir} (pid {sup.pid()}); stop it with `rampart stack down`",
         )
     conf = write_config(settings, workdir)
-    token = (
-        settings.remote.internal_token.get_secret_value()
-        if settings.remote.internal_token
-        else secrets.token_urlsafe(32)
-    )
-    env = {**os.environ, **stack_env(settings, token)}
+    env = {**os.environ, **stack_env(settings, token or internal_token(settings))}
     binary = Path(sys.executable).with_name("supervisord")
     with log.open("ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL) as out:
         return subprocess.Popen(  # noqa: S603 - our own venv's supervisord, argument list
@@ -164,11 +169,16 @@ def start_stack(
     from services.stack.plan import Addresses
     from services.stack.readiness import expected_stages, wait_ready
 
-    proc = launch(settings, workdir=workdir, log=log)
+    token = internal_token(settings)
+    proc = launch(settings, workdir=workdir, log=log, token=token)
     sup = Supervisor(settings.stack_dir().resolve())
     try:
         wait_ready(
-            sup, Addresses.of(settings).gateway_url, expected_stages(settings), settings.stack.ready_timeout_s
+            sup,
+            Addresses.of(settings).gateway_url,
+            expected_stages(settings),
+            settings.stack.ready_timeout_s,
+            token=token,
         )
     except RampartError as exc:
         try:

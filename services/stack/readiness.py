@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from services.common.errors import ErrorCode, RampartError
+from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.settings import RampartSettings
 from services.stack.control import FATAL, RUNNING, Supervisor
 
@@ -27,12 +28,14 @@ SUPERVISOR_START_S = 15.0  # supervisord writes its pid file and socket within a
 
 
 def wait_ready(
-    sup: Supervisor, gateway_url: str, stages: tuple[str, ...], timeout_s: float
+    sup: Supervisor, gateway_url: str, stages: tuple[str, ...], timeout_s: float, *, token: str
 ) -> dict[str, Any]:
+    """The gateway's per-stage readiness once every stage in ``stages`` is ready; ``token`` (the stack's
+    internal token) is what makes the gateway show those details to this caller."""
     started = time.monotonic()
     deadline = started + timeout_s
     last: str = "no answer yet"
-    with httpx.Client(timeout=5.0) as client:
+    with httpx.Client(timeout=5.0, headers={INTERNAL_TOKEN_HEADER: token}) as client:
         while time.monotonic() < deadline:
             if not sup.running() and time.monotonic() - started > SUPERVISOR_START_S:
                 raise RampartError(

@@ -267,14 +267,14 @@ def test_readyz_says_only_ready_and_details_need_auth(runtime: Runtime, tmp_path
         assert ready_schema["$ref"].endswith("/Readiness")
 
 
-def test_readyz_details_for_local_callers_only_while_allowed(runtime: Runtime, tmp_path: Path) -> None:
-    """Over a real socket from 127.0.0.1 (as `rampart stack up` waits) the stages are shown; with
-    readiness_details_from_loopback off, a local caller gets one bit like everyone else."""
+def test_readyz_details_for_local_callers_only_when_allowed(runtime: Runtime, tmp_path: Path) -> None:
+    """Over a real socket from 127.0.0.1, by default a local caller gets one bit like everyone else;
+    with readiness_details_from_loopback on, the stages are shown."""
     keys = ApiKeyStore(tmp_path / "k.json")
     with served(app_with(runtime, keys)) as port:
-        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).json()["ingest"] == "ready"
-    with served(app_with(runtime, keys, readiness_details_from_loopback=False)) as port:
         assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).json() == {"status": "ready"}
+    with served(app_with(runtime, keys, readiness_details_from_loopback=True)) as port:
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).json()["ingest"] == "ready"
 
 
 # ---- write ACL and provenance --------------------------------------------------------------------
