@@ -8,6 +8,7 @@ one, they fail saying so — never skipped.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import tempfile
@@ -23,7 +24,7 @@ from services.common.net import free_port
 from services.common.settings import RampartSettings
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
-from services.stack.control import Supervisor, running_stack
+from services.stack.control import Supervisor, internal_token, running_stack
 from services.stack.plan import Addresses
 from services.stack.readiness import expected_stages, wait_ready
 from tests.integration.otlp_receiver import OtlpReceiver
@@ -46,7 +47,13 @@ class Stack:
         return httpx.Client(base_url=self.gateway, timeout=timeout)
 
     def wait_ready(self, timeout_s: float = 240.0) -> None:
-        wait_ready(self.supervisor, self.gateway, expected_stages(self.settings), timeout_s)
+        wait_ready(
+            self.supervisor,
+            self.gateway,
+            expected_stages(self.settings),
+            timeout_s,
+            token=internal_token(self.settings),
+        )
 
 
 def stack_env_vars(work: Path, models_dir: Path) -> dict[str, str]:
@@ -76,6 +83,8 @@ def stack_env_vars(work: Path, models_dir: Path) -> dict[str, str]:
         "RAMPART_LOG_LEVEL": "INFO",
         **ports,
         "RAMPART_STACK__DIR": str(work / "stack"),
+        # the stack's programs and its readiness wait share it (a fresh one per stack)
+        "RAMPART_REMOTE__INTERNAL_TOKEN": secrets.token_urlsafe(24),
         "RAMPART_STACK__READY_TIMEOUT_S": "400",
         "RAY_TMPDIR": str(work / "ray"),
     }
