@@ -89,7 +89,17 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # another user's process: alive
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` is a killed process its parent has not reaped yet: it still answers signal 0 but
+    will never write again (a worker SIGKILLed under a parent that reaps late). Without ``/proc``: no."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 def writer_gone(entry: Mapping[str, Any], *, me: str, inflight: set[str], key: str, now: float) -> bool:

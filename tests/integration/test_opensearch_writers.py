@@ -101,7 +101,7 @@ def test_writers_in_several_processes_never_lose_or_orphan(
             lambda: sum(1 for x in lines(outs[KILLED]) if "ok" in x or "failed" in x) >= KILL_AFTER,
             120,
         )
-        procs[KILLED].send_signal(signal.SIGKILL)
+        procs[KILLED].send_signal(signal.SIGKILL)  # left unreaped on purpose: a zombie is no live writer
         for i, p in enumerate(procs):
             if i != KILLED:
                 assert p.wait(timeout=240) == 0, (tmp_path / f"writer{i}.err").read_text()[-2000:]
@@ -130,8 +130,13 @@ def test_writers_in_several_processes_never_lose_or_orphan(
                 assert set(row["docs"]) == set(row["conflicts"]), row["message"]  # only "older" refusals
         attempts = [r["attempt"] for r in rows if "attempt" in r]
         results = [r.get("ok", r.get("failed")) for r in rows if "ok" in r or "failed" in r]
-        if i == KILLED and len(attempts) > len(results):
-            unknown.add(attempts[-1])
+        if i == KILLED:
+            # killed mid-run: its last attempt may have no result line, or the kill may land between
+            # a result and the next attempt (seen on a clean clone: 7 attempts, 7 results)
+            if len(attempts) > len(results):
+                unknown.add(attempts[-1])
+            else:
+                assert len(attempts) == len(results) < ROUNDS
         else:
             assert len(attempts) == len(results) == ROUNDS
     assert sum(len(v) for v in conflicts.values()) > 0 or all(len(v) > 1 for v in written.values())
