@@ -17,6 +17,7 @@ from rich.table import Table
 
 from services.cli.ask import ask
 from services.cli.bench import bench_app
+from services.cli.certs import certs_app
 from services.cli.evaluation import PROFILE_OPTION, eval_app
 from services.cli.index import index_app
 from services.cli.opensearch import opensearch_app
@@ -64,6 +65,7 @@ app.command("ask")(ask)
 app.add_typer(eval_app, name="eval")
 app.add_typer(tune_app, name="tune")
 app.add_typer(stack_app, name="stack")
+app.add_typer(certs_app, name="certs")
 app.add_typer(opensearch_app, name="opensearch")
 app.add_typer(index_app, name="index")
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -79,6 +80,51 @@ class GrpcServerSettings(BaseModel):
     max_concurrent_rpcs: int = Field(
         default=64, ge=1, le=100_000, description="RPCs served at once before new ones are refused"
     )
+    reflection: bool = Field(
+        default=False,
+        description="Serve gRPC reflection (grpcurl without the .proto files); off: it maps every method "
+        "for whoever reaches the port",
+    )
+    health_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="A second, plaintext port serving only grpc.health.v1 (kubelet gRPC probes speak "
+        "neither TLS nor the token); 0: none, health answers on the main port only",
+    )
+
+
+class ServiceTlsSettings(BaseModel):
+    """Mutual TLS between Rampart's gRPC services (``remote.tls``): every server presents
+    ``cert_file`` and asks each client for a certificate signed by ``ca_file``; every client presents
+    the same pair and checks the server's against ``ca_file``. Files, so a Kubernetes Secret mounts as
+    is; ``rampart certs dev`` makes a local CA and certificates (docs/security.md)."""
+
+    enabled: bool = Field(default=False, description="mTLS on every gRPC server and client of this process")
+    ca_file: Path | None = Field(
+        default=None, description="PEM CA certificate(s) that sign the services' certificates"
+    )
+    cert_file: Path | None = Field(
+        default=None, description="PEM certificate chain this process serves with and presents as a client"
+    )
+    key_file: Path | None = Field(default=None, description="PEM private key of cert_file (mode 600)")
+    server_name: str | None = Field(
+        default=None,
+        description="Name the servers' certificates are checked against, when it differs from the address "
+        "(an IP list, a dns:/// target): a SAN of every service's certificate",
+    )
+
+    @model_validator(mode="after")
+    def _files(self) -> ServiceTlsSettings:
+        if self.enabled:
+            missing = [n for n in ("ca_file", "cert_file", "key_file") if getattr(self, n) is None]
+            if missing:
+                names = ", ".join(f"RAMPART_REMOTE__TLS__{n.upper()}" for n in missing)
+                raise ValueError(
+                    f"remote.tls.enabled is true but {', '.join(missing)} unset; set {names} (PEM files; "
+                    "`rampart certs dev --out DIR` makes a local set) or RAMPART_REMOTE__TLS__ENABLED=false"
+                )
+        return self
 
 
 class RemoteSettings(BaseModel):
@@ -107,9 +153,11 @@ class RemoteSettings(BaseModel):
     )
     internal_token: SecretStr | None = Field(
         default=None,
-        description="Shared secret the gateway sends to the orchestrator ingress, which then refuses "
-        "callers without it (the ingress trusts the principal in the body); `rampart stack` makes one",
+        description="The deployment's shared secret: the gateway sends it to the orchestrator ingress and "
+        "every gRPC client sends it to the services, which refuse calls without it (UNAUTHENTICATED); "
+        "`rampart stack` makes one",
     )
+    tls: ServiceTlsSettings = ServiceTlsSettings()
     orchestrator_timeout_s: float = Field(
         default=60.0, gt=0.0, le=3600.0, description="Longest the gateway waits for one orchestrator reply"
     )

@@ -7,7 +7,7 @@ become ``UNAVAILABLE`` / ``DEADLINE_EXCEEDED`` / … naming the address.
 
 Usage (see ``services/retrieval/remote_index.py``)::
 
-    channel = open_channel("127.0.0.1:50051")          # lazy: nothing connects yet
+    channel = open_channel("127.0.0.1:50051", auth=ServiceAuth.from_settings(settings.remote))  # lazy
     caller = Caller(channel, "127.0.0.1:50051", deadline_ms=settings.remote.deadline_ms)
     stub = index_pb2_grpc.IndexServiceStub(channel)
     reply = caller.call(stub.Stats, index_pb2.IndexStatsRequest(), idempotent=True)
@@ -43,6 +43,7 @@ from tenacity import (
 from services.common.config import GrpcServerSettings
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.grpc_server import ERROR_DOMAIN, remaining_s
+from services.common.service_auth import ServiceAuth
 
 R = TypeVar("R")
 
@@ -97,23 +98,32 @@ def channel_target(address: str) -> tuple[str, bool]:
     return "ipv4:" + ",".join(parts), True
 
 
-def open_channel(address: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> grpc.Channel:
-    """An insecure channel to ``address`` (:func:`channel_target`: one server, or round robin over
-    replicas); connects lazily on the first call."""
+def open_channel(
+    address: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, auth: ServiceAuth | None = None
+) -> grpc.Channel:
+    """A channel to ``address`` (:func:`channel_target`: one server, or round robin over replicas);
+    connects lazily on the first call. With ``auth``: TLS presenting this process's certificate when
+    ``remote.tls`` is on, and the deployment token on every call when one is set."""
     target, balanced = channel_target(address)
-    return grpc.insecure_channel(
-        target,
-        options=[
-            *([("grpc.lb_policy_name", "round_robin")] if balanced else []),
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
-            ("grpc.keepalive_timeout_ms", 10_000),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.max_pings_without_data", 0),
-            ("grpc.enable_retries", 0),  # tenacity retries, with our own rules
-        ],
-    )
+    auth = auth or ServiceAuth()
+    options = [
+        *([("grpc.lb_policy_name", "round_robin")] if balanced else []),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.enable_retries", 0),  # tenacity retries, with our own rules
+        *auth.channel_options(),
+    ]
+    credentials = auth.channel_credentials()
+    if credentials is None:
+        channel = grpc.insecure_channel(target, options=options)
+    else:
+        channel = grpc.secure_channel(target, credentials, options=options)
+    interceptors = auth.client_interceptors()
+    return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
 
 
 def error_from_rpc(exc: grpc.RpcError, *, address: str, method: str) -> RampartError:

@@ -1,4 +1,9 @@
-"""An async gRPC server with what every Rampart service needs: health, reflection, errors, deadlines.
+"""An async gRPC server with what every Rampart service needs: health, authentication, errors,
+deadlines, and reflection when asked for (``reflection``; off by default).
+
+Who may call is decided here, from a :class:`~services.common.service_auth.ServiceAuth`: mTLS on the
+port and the deployment token checked before any handler (see that module); a server bound to a
+non-loopback host with neither refuses to start.
 
 Errors are mapped once, here: a handler raises :class:`RampartError` and the caller gets the status
 from ``GRPC_STATUS`` with a rich ``google.rpc.Status`` whose ``ErrorInfo`` carries the ``ErrorCode``
@@ -12,7 +17,8 @@ Blocking work goes to a thread with :func:`run_blocking`, which carries that con
 
 Usage (a service's ``__main__``; see ``services/retrieval/server.py``)::
 
-    server = GrpcServer(settings.retrieval_service, name="retrieval")
+    server = GrpcServer(settings.retrieval_service, name="retrieval",
+                        auth=ServiceAuth.from_settings(settings.remote))
     server.add(retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server, servicer,
                retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"])
     server.on_stop(index.close)              # runs after in-flight RPCs finished
@@ -44,6 +50,7 @@ from grpc_reflection.v1alpha import reflection
 from services.common.config import GrpcServerSettings
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.metrics import record_request
+from services.common.service_auth import ServiceAuth, check_exposure
 
 log = logging.getLogger(__name__)
 
@@ -159,10 +166,13 @@ def _absolute(remaining: float | None) -> float | None:
 class GrpcServer:
     """One ``grpc.aio`` server for one Rampart service process (see the module doc for usage)."""
 
-    def __init__(self, settings: GrpcServerSettings, *, name: str) -> None:
+    def __init__(self, settings: GrpcServerSettings, *, name: str, auth: ServiceAuth | None = None) -> None:
         self.settings = settings
         self.name = name
+        self.auth = auth or ServiceAuth()
         self.port: int | None = None
+        self.health_port: int | None = None
+        self._health_server: grpc.aio.Server | None = None
         self._registrations: list[tuple[Callable[[Any, grpc.aio.Server], None], object, str]] = []
         self._stop_callbacks: list[Callable[[], object]] = []
         self._health = health.aio.HealthServicer()
@@ -192,10 +202,13 @@ class GrpcServer:
         return [full_name for _, _, full_name in self._registrations]
 
     async def start(self) -> int:
-        """Bind ``host:port``, start serving with health NOT_SERVING; returns the bound port."""
+        """Bind ``host:port`` (TLS and the token per ``auth``), start serving with health NOT_SERVING;
+        returns the bound port. Refuses a non-loopback host with neither mTLS nor the token."""
+        check_exposure(self.auth, self.settings.host, what=f"the {self.name} gRPC server")
         size = self.settings.max_message_bytes
         server = grpc.aio.server(
-            interceptors=[ErrorInterceptor(self.name)],
+            # the token first: a refused call reaches neither a handler nor the RPC metrics
+            interceptors=[*self.auth.server_interceptors(), ErrorInterceptor(self.name)],
             maximum_concurrent_rpcs=self.settings.max_concurrent_rpcs,
             options=[
                 ("grpc.max_send_message_length", size),
@@ -209,30 +222,52 @@ class GrpcServer:
         for register, servicer, _ in self._registrations:
             register(servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            [
-                *self.service_names,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ],
-            server,
-        )
+        if self.settings.reflection:
+            reflection.enable_server_reflection(
+                [
+                    *self.service_names,
+                    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                    reflection.SERVICE_NAME,
+                ],
+                server,
+            )
         for full_name in ["", *self.service_names]:
             await self._health.set(full_name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        address = f"{self.settings.host}:{self.settings.port}"
-        try:
-            port = int(server.add_insecure_port(address))
-        except RuntimeError as exc:  # grpc raises when it cannot bind (it never returns port 0)
+        port = self._bind(server, self.settings.port, self.auth.server_credentials())
+        await server.start()
+        self._server, self.port = server, port
+        if self.settings.health_port:
+            await self._start_health()
+        log.info(
+            "%s gRPC server listening on %s:%d (%s)", self.name, self.settings.host, port, self._security()
+        )
+        return port
+
+    def _security(self) -> str:
+        parts = [p for p, on in (("mTLS", self.auth.tls), ("token", self.auth.token)) if on]
+        return " + ".join(parts) if parts else "plaintext, no token"
+
+    def _bind(self, server: grpc.aio.Server, port: int, credentials: grpc.ServerCredentials | None) -> int:
+        address = f"{self.settings.host}:{port}"
+        try:  # grpc raises when it cannot bind (it never returns port 0)
+            if credentials is None:
+                return int(server.add_insecure_port(address))
+            return int(server.add_secure_port(address, credentials))
+        except RuntimeError as exc:
             raise RampartError(
                 ErrorCode.UNAVAILABLE,
                 f"cannot bind the {self.name} gRPC server to {address} ({exc}); is the port in use? "
                 f"set another port in its settings",
                 address=address,
             ) from exc
+
+    async def _start_health(self) -> None:
+        """The plaintext health-only port (``health_port``): the same health states, nothing else."""
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        self.health_port = self._bind(server, self.settings.health_port, None)
         await server.start()
-        self._server, self.port = server, port
-        log.info("%s gRPC server listening on %s:%d", self.name, self.settings.host, port)
-        return port
+        self._health_server = server
 
     async def set_serving(self, serving: bool = True) -> None:
         """Health of every registered service (and ``""``, the whole server): SERVING or NOT_SERVING."""
@@ -251,6 +286,9 @@ class GrpcServer:
         grace = self.settings.grace_s if grace_s is None else grace_s
         log.info("%s gRPC server stopping (grace %.1fs)", self.name, grace)
         await server.stop(grace)
+        if self._health_server is not None:
+            await self._health_server.stop(0)
+            self._health_server = None
         for callback in self._stop_callbacks:
             result = callback()
             if asyncio.iscoroutine(result):

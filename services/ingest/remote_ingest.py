@@ -24,6 +24,7 @@ from rampart.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 from services.common.config import RemoteSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.grpc_client import Caller, check_ready, open_channel
+from services.common.service_auth import ServiceAuth
 from services.common.types import Document, DocumentStatus
 from services.common.wire import document_to_pb, status_from_pb
 from services.ingest.service import IngestResult, Outcome
@@ -34,11 +35,17 @@ SERVICE = "rampart.ingest.v1.IngestService"
 
 class RemoteIngest:
     def __init__(
-        self, address: str, *, deadline_ms: int, ingest_deadline_ms: int, max_message_bytes: int
+        self,
+        address: str,
+        *,
+        deadline_ms: int,
+        ingest_deadline_ms: int,
+        max_message_bytes: int,
+        auth: ServiceAuth | None = None,
     ) -> None:
         self.address = address
         self.ingest_deadline_ms = ingest_deadline_ms
-        self.channel = open_channel(address, max_message_bytes=max_message_bytes)
+        self.channel = open_channel(address, max_message_bytes=max_message_bytes, auth=auth)
         self._caller = Caller(self.channel, address, deadline_ms=deadline_ms)
         self._stub = ingest_pb2_grpc.IngestServiceStub(self.channel)
 
@@ -58,6 +65,7 @@ class RemoteIngest:
             deadline_ms=settings.deadline_ms,
             ingest_deadline_ms=settings.ingest_deadline_ms,
             max_message_bytes=max_message_bytes,
+            auth=ServiceAuth.from_settings(settings),
         )
 
     def ingest(self, docs: Sequence[Document]) -> list[IngestResult]:

@@ -22,6 +22,7 @@ from rampart.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.grpc_server import GrpcServer, run_blocking
+from services.common.service_auth import ServiceAuth
 from services.common.service_telemetry import run_service
 from services.common.settings import RampartSettings
 from services.ingest.durable import DurableIngest
@@ -89,7 +90,7 @@ class IngestApp:
             max_batch_documents=settings.gateway.max_batch_documents,
             default_wait_s=settings.remote.ingest_deadline_ms / 1000,
         )
-        self.server = GrpcServer(cfg, name="ingest")
+        self.server = GrpcServer(cfg, name="ingest", auth=ServiceAuth.from_settings(settings.remote))
         self.server.add(ingest_pb2_grpc.add_IngestServiceServicer_to_server, servicer, INGEST_SERVICE)
         self._ready: asyncio.Task[None] | None = None
         # first: a start-up still waiting for the index must not replay into a closing journal

@@ -117,8 +117,11 @@ class CheckReads(Protocol):
     clusters without embedding again, and each result's near-copies elsewhere in the corpus, the
     planted-copies signal (docs/factcheck.md, rule 1)."""
 
-    def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
-        """Stored embeddings of chunks (what dense search compares): later stages reuse them."""
+    def stored_vectors(
+        self, cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, npt.NDArray[np.float32]]:
+        """Stored embeddings of chunks (what dense search compares): later stages reuse them;
+        ``principal`` as for :meth:`SearchIndex.cosine`."""
         ...
 
     def copy_cosines(

@@ -382,11 +382,15 @@ class EmbeddedIndex(CheckReads, LinkReads):
                 out.append((cid, 1.0))
         return out[:limit]
 
-    def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
+    def cosine(
+        self, vector: npt.NDArray[np.float32], cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, float]:
         vecs = self.store.get_vectors(cids, self.dim)
         return {cid: float(np.dot(v, vector)) for cid, v in vecs.items()}
 
-    def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+    def stored_vectors(
+        self, cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, npt.NDArray[np.float32]]:
         return self.store.get_vectors(cids, self.dim)
 
     def copy_cosines(
@@ -419,7 +423,7 @@ class EmbeddedIndex(CheckReads, LinkReads):
         doc_of = self.store.doc_ids(list({n for hits in found for n, _ in hits} | set(order)))
         return closest_per_document(order, found, doc_of, limit)
 
-    def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
+    def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
         return {cid: sc.chunk for cid, sc in self.store.get_chunks(cids).items()}
 
     def stats(self) -> dict[str, int]:

@@ -6,6 +6,7 @@ rule on chunks found by only one retriever.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -161,12 +162,16 @@ class HybridRetriever:
             bounds=params.bounds,
             rank_lists=own_ranks,
         )[: params.top_k]
-        chunks = self.index.chunks([f.key for f in fused])
+        chunks = self.index.chunks([f.key for f in fused], principal)
         if params.links.seeds > 0 and fused:
             t1 = time.perf_counter()
             fused = self._link(query, vector, fused, chunks, principal, params, lists)
             timings["link"] = (time.perf_counter() - t1) * 1000
-        stored = check_reads(self.index).stored_vectors([f.key for f in fused]) if params.vectors else {}
+        stored = (
+            check_reads(self.index).stored_vectors([f.key for f in fused], principal)
+            if params.vectors
+            else {}
+        )
         copied: dict[int, dict[str, Any]] = {}
         if params.copy_depth > 0:
             t1 = time.perf_counter()
@@ -231,8 +236,9 @@ class HybridRetriever:
         with the chunk (``chunks`` holds the head's) and, for a linked tenant, the names they open with
         (the fact-check's planted-copies signal)."""
         copies = check_reads(self.index).copy_cosines(head, principal, COPY_LIMIT, expand=params.copy_expand)
-        leads = copy_leads(copies, params.links.copy_leads, self.index.chunks)
-        overlaps = copy_overlaps(copies, params.copy_overlap, chunks, self.index.chunks)
+        read = functools.partial(self.index.chunks, principal=principal)
+        leads = copy_leads(copies, params.links.copy_leads, read)
+        overlaps = copy_overlaps(copies, params.copy_overlap, chunks, read)
         return {
             cid: {
                 "copy_cosines": c.cosines,
@@ -268,7 +274,7 @@ class HybridRetriever:
             known = {k for k, _ in lists["dense"]}
             need = [k for k in keys if k not in known]
             if need:
-                cos = self.index.cosine(vector, need)
+                cos = self.index.cosine(vector, need, principal)
                 lists["dense"] = lists["dense"] + [(k, cos[k]) for k in need if k in cos]
 
 

@@ -78,11 +78,18 @@ class SearchIndex(Protocol):
         filters: SearchFilters | None = None,
     ) -> Hits: ...
 
-    def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
-        """Exact cosine of ``vector`` with stored chunks (callers pass only ids they may read)."""
+    def cosine(
+        self, vector: npt.NDArray[np.float32], cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, float]:
+        """Exact cosine of ``vector`` with stored chunks. ``principal``: the caller, which an index across
+        a process boundary (:class:`RemoteIndex`) requires and its server checks (only readable ids
+        answer); an index in this process returns what is stored (its callers pass ids from their
+        own principal's searches)."""
         ...
 
-    def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]: ...
+    def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
+        """Stored chunks by id; ``principal`` as for :meth:`cosine`."""
+        ...
 
     def stats(self) -> dict[str, int]: ...
 

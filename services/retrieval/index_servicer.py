@@ -1,6 +1,11 @@
 """``IndexService``: the ``SearchIndex`` protocol and its capabilities served over gRPC by the process
 that owns the index.
 
+Every read that returns text, vectors or scores of stored chunks takes the caller's principal and
+answers only for what it may read (searches filter inside the index; reads by id through
+:mod:`services.retrieval.read_scope`): the service is reachable over the network, and its callers
+authenticate as services, not as users (docs/security.md).
+
 The embedded index is single-process (it holds an exclusive lock), so the retrieval service opens it
 and every other process (the ingest service, tools) reaches it through :class:`RemoteIndex`. Index
 calls block (SQLite, tantivy, faiss): they run on a bounded thread pool, never on the event loop.
@@ -21,6 +26,7 @@ from services.common.grpc_server import run_blocking
 from services.common.types import Principal, SearchFilters
 from services.retrieval.capabilities import MAX_COPY_LIMIT, check_reads
 from services.retrieval.index import SearchIndex
+from services.retrieval.read_scope import readable_chunks, readable_ids
 
 MAX_LIMIT = 100_000
 
@@ -148,17 +154,24 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         hits = await run_blocking(self.executor, self.index.dense, vector, principal, limit, filters=filters)
         return _hits(hits)
 
+    async def _readable(self, request: Any) -> list[int]:
+        """The request's ``cids`` its principal may read (required: see :mod:`.read_scope`)."""
+        principal = principal_of(request)
+        return await run_blocking(self.executor, readable_ids, self.index, list(request.cids), principal)
+
     async def Cosine(
         self, request: index_pb2.CosineRequest, context: grpc.aio.ServicerContext
     ) -> index_pb2.CosineResponse:
         vector = wire.vector_from_bytes(request.vector, dim=self.index.dim)
-        scores = await run_blocking(self.executor, self.index.cosine, vector, list(request.cids))
+        cids = await self._readable(request)
+        scores = await run_blocking(self.executor, self.index.cosine, vector, cids)
         return index_pb2.CosineResponse(scores=scores)
 
     async def StoredVectors(
         self, request: index_pb2.ChunkIdsRequest, context: grpc.aio.ServicerContext
     ) -> index_pb2.StoredVectorsResponse:
-        stored = await run_blocking(self.executor, check_reads(self.index).stored_vectors, list(request.cids))
+        cids = await self._readable(request)
+        stored = await run_blocking(self.executor, check_reads(self.index).stored_vectors, cids)
         return index_pb2.StoredVectorsResponse(
             vectors={k: wire.vector_to_bytes(v) for k, v in stored.items()}
         )
@@ -181,7 +194,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         cosines = await run_blocking(
             self.executor,
             functools.partial(check_reads(self.index).copy_cosines, expand=request.expand),
-            list(request.cids),
+            await self._readable(request),
             principal,
             limit,
         )
@@ -190,7 +203,9 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
     async def Chunks(
         self, request: index_pb2.ChunkIdsRequest, context: grpc.aio.ServicerContext
     ) -> index_pb2.ChunksResponse:
-        chunks = await run_blocking(self.executor, self.index.chunks, list(request.cids))
+        chunks = await run_blocking(
+            self.executor, readable_chunks, self.index, list(request.cids), principal_of(request)
+        )
         return index_pb2.ChunksResponse(chunks={k: wire.chunk_to_pb(c) for k, c in chunks.items()})
 
     async def Stats(

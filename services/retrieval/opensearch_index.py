@@ -945,10 +945,14 @@ class OpenSearchIndex(CheckReads, LinkReads):
         got = self.t.mget(self.chunks_alias, [str(c) for c in cids], [field])
         return {int(k): np.asarray(v[field], dtype=np.float32) for k, v in got.items() if field in v}
 
-    def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
+    def cosine(
+        self, vector: npt.NDArray[np.float32], cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, float]:
         return {cid: float(np.dot(v, vector)) for cid, v in self._vectors("vector", cids).items()}
 
-    def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+    def stored_vectors(
+        self, cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, npt.NDArray[np.float32]]:
         return self._vectors("vector", cids) if cids else {}
 
     def copy_cosines(
@@ -1000,7 +1004,7 @@ class OpenSearchIndex(CheckReads, LinkReads):
             found.append([(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits])
         return closest_per_document(order, found, doc_of, limit)
 
-    def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
+    def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
         if not cids:
             return {}
         got = self.t.mget(self.chunks_alias, [str(c) for c in cids], ["chunk"])

@@ -14,12 +14,15 @@ from collections.abc import Sequence
 import grpc
 import numpy as np
 import numpy.typing as npt
+from rampart.common.v1 import types_pb2
 from rampart.links.v1 import links_pb2, links_pb2_grpc
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
 
 from services.common import wire
 from services.common.config import RemoteSettings
+from services.common.errors import ErrorCode, RampartError
 from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
+from services.common.service_auth import ServiceAuth
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.capabilities import CheckReads, Copies
 from services.retrieval.doc_store import DocumentWrite
@@ -55,7 +58,9 @@ class RemoteIndex(CheckReads, LinkReads):
         (``retrieval_service.max_message_bytes``).
         """
         return cls(
-            open_channel(address, max_message_bytes=max_message_bytes),
+            open_channel(
+                address, max_message_bytes=max_message_bytes, auth=ServiceAuth.from_settings(settings)
+            ),
             address,
             deadline_ms=settings.deadline_ms,
             write_deadline_ms=settings.ingest_deadline_ms,
@@ -176,16 +181,25 @@ class RemoteIndex(CheckReads, LinkReads):
         reply = self._caller.call(self._links.Named, request, idempotent=True)
         return [(int(cid), 1.0) for cid in reply.cids]
 
-    def cosine(self, vector: npt.NDArray[np.float32], cids: Sequence[int]) -> dict[int, float]:
-        request = index_pb2.CosineRequest(vector=wire.vector_to_bytes(vector), cids=list(cids))
+    def cosine(
+        self, vector: npt.NDArray[np.float32], cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, float]:
+        request = index_pb2.CosineRequest(
+            vector=wire.vector_to_bytes(vector), cids=list(cids), principal=_caller(principal, "cosine")
+        )
         reply = self._caller.call(self._stub.Cosine, request, idempotent=True)
         return {int(k): float(v) for k, v in reply.scores.items()}
 
-    def stored_vectors(self, cids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+    def stored_vectors(
+        self, cids: Sequence[int], principal: Principal | None = None
+    ) -> dict[int, npt.NDArray[np.float32]]:
+        who = _caller(principal, "stored_vectors")
         if not cids:
             return {}
         reply = self._caller.call(
-            self._stub.StoredVectors, index_pb2.ChunkIdsRequest(cids=list(cids)), idempotent=True
+            self._stub.StoredVectors,
+            index_pb2.ChunkIdsRequest(cids=list(cids), principal=who),
+            idempotent=True,
         )
         return {int(k): wire.vector_from_bytes(v) for k, v in reply.vectors.items()}
 
@@ -203,11 +217,12 @@ class RemoteIndex(CheckReads, LinkReads):
         reply = self._caller.call(self._stub.CopyCosines, request, idempotent=True)
         return wire.copy_cosines_from_pb(reply.cosines)
 
-    def chunks(self, cids: Sequence[int]) -> dict[int, Chunk]:
+    def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
+        who = _caller(principal, "chunks")
         if not cids:
             return {}
         reply = self._caller.call(
-            self._stub.Chunks, index_pb2.ChunkIdsRequest(cids=list(cids)), idempotent=True
+            self._stub.Chunks, index_pb2.ChunkIdsRequest(cids=list(cids), principal=who), idempotent=True
         )
         return {int(k): wire.chunk_from_pb(c) for k, c in reply.chunks.items()}
 
@@ -218,3 +233,15 @@ class RemoteIndex(CheckReads, LinkReads):
     def close(self) -> None:
         """Close the channel (the remote index itself stays open: the retrieval service owns it)."""
         self._channel.close()
+
+
+def _caller(principal: Principal | None, method: str) -> types_pb2.Principal:
+    """The principal a read by id must carry: the retrieval service answers only for what it may read."""
+    if principal is None:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"RemoteIndex.{method} needs the caller's principal: the retrieval service returns only the "
+            "chunks it may read; pass principal=",
+            method=method,
+        )
+    return wire.principal_to_pb(principal)

@@ -14,6 +14,7 @@ from rampart.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from services.common import wire
 from services.common.config import RemoteSettings
 from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
+from services.common.service_auth import ServiceAuth
 from services.common.types import Principal
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 
@@ -34,7 +35,9 @@ class RemoteRetriever:
         """A client of the retrieval service at ``address``; each search gets ``settings.deadline_ms``;
         ``max_message_bytes`` should be the server's (``retrieval_service.max_message_bytes``)."""
         return cls(
-            open_channel(address, max_message_bytes=max_message_bytes),
+            open_channel(
+                address, max_message_bytes=max_message_bytes, auth=ServiceAuth.from_settings(settings)
+            ),
             address,
             deadline_ms=settings.deadline_ms,
         )

@@ -17,6 +17,7 @@ from rampart.retrieval.v1 import index_pb2, index_pb2_grpc, retrieval_pb2, retri
 
 from services.common.config import GrpcServerSettings
 from services.common.grpc_server import GrpcServer
+from services.common.service_auth import ServiceAuth
 from services.common.service_telemetry import run_service
 from services.common.settings import RampartSettings
 from services.retrieval.embedder import Embedder
@@ -45,12 +46,14 @@ class RetrievalApp:
         settings: GrpcServerSettings,
         index: SearchIndex,
         embedder: Embedder | None,
+        *,
+        auth: ServiceAuth | None = None,
     ) -> None:
         self.index = index
         self.executor = ThreadPoolExecutor(
             max_workers=min(settings.max_concurrent_rpcs, MAX_WORKERS), thread_name_prefix="retrieval-rpc"
         )
-        self.server = GrpcServer(settings, name="retrieval")
+        self.server = GrpcServer(settings, name="retrieval", auth=auth)
         self.server.add(
             index_pb2_grpc.add_IndexServiceServicer_to_server,
             IndexServicer(index, self.executor),
@@ -87,7 +90,9 @@ async def serve(settings: RampartSettings) -> None:
 
     embedder = build_embedder(settings.embedding, settings.models_dir)
     index = open_stored_index(settings, embedder.dim, embedder.model_id)
-    app = RetrievalApp(settings.retrieval_service, index, embedder)
+    app = RetrievalApp(
+        settings.retrieval_service, index, embedder, auth=ServiceAuth.from_settings(settings.remote)
+    )
     try:
         await app.start()
     except BaseException:

@@ -8,6 +8,7 @@ exercised in the pipeline and gateway tests.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 
@@ -72,8 +73,9 @@ BOB = Principal(tenant="t1", user="bob", groups=["hr"])
 EVE = Principal(tenant="t2", user="eve", groups=["eng"])
 
 
-def ids(hits: list[tuple[int, float]], index: SearchIndex) -> set[str]:
-    return {c.doc_id for c in index.chunks([h[0] for h in hits]).values()}
+def ids(hits: list[tuple[int, float]], index: SearchIndex, who: Principal = ALICE) -> set[str]:
+    """Documents of ``hits``, read as ``who`` (the searcher: a remote index returns only its chunks)."""
+    return {c.doc_id for c in index.chunks([h[0] for h in hits], who).values()}
 
 
 def claimed(doc_id: str, claim: str, **kw: object) -> DocumentWrite:
@@ -85,14 +87,14 @@ def cid_of(ix: SearchIndex, doc_id: str, ordinal: int = 0) -> int:
     hits = ix.bm25(f"tok{doc_id}", ALICE, 50)
     return next(
         c
-        for c, ch in ix.chunks([h[0] for h in hits]).items()
+        for c, ch in ix.chunks([h[0] for h in hits], ALICE).items()
         if ch.doc_id == doc_id and ch.ordinal == ordinal
     )
 
 
 def named_docs(ix: SearchIndex, texts: list[str], who: Principal = ALICE, **kw: object) -> list[str]:
     hits = ix.named(texts, who, 10, **kw)  # type: ignore[arg-type]
-    chunks = ix.chunks([c for c, _ in hits])
+    chunks = ix.chunks([c for c, _ in hits], who)
     return [chunks[c].doc_id for c, _ in hits]
 
 
@@ -138,10 +140,10 @@ class SearchIndexContract:
             ]
         )
         assert ids(ix.bm25("salary", ALICE, 10), ix) == {"pub", "mine"}
-        assert ids(ix.bm25("salary", BOB, 10), ix) == {"pub", "hr"}
-        assert ids(ix.bm25("salary", EVE, 10), ix) == {"other"}
+        assert ids(ix.bm25("salary", BOB, 10), ix, BOB) == {"pub", "hr"}
+        assert ids(ix.bm25("salary", EVE, 10), ix, EVE) == {"other"}
         assert ids(ix.dense(vec("salary bands"), ALICE, 10), ix) == {"pub", "mine"}
-        assert ids(ix.dense(vec("salary bands"), BOB, 10), ix) == {"pub", "hr"}
+        assert ids(ix.dense(vec("salary bands"), BOB, 10), ix, BOB) == {"pub", "hr"}
         # Asking for exactly one result still finds a readable one: filtering is not done after top-k.
         assert ids(ix.dense(vec("salary bands for engineers"), ALICE, 1), ix) <= {"pub", "mine"}
         assert len(ix.dense(vec("salary bands for engineers"), ALICE, 1)) == 1
@@ -210,7 +212,7 @@ class SearchIndexContract:
         ix = make_index()
         ix.write([doc("a", ["alpha beta"]), doc("b", ["alpha"]), doc("c", ["gamma"])])
         all_hits = dict(ix.bm25("alpha", ALICE, 10))
-        b_cid = next(c for c, ch in ix.chunks(list(all_hits)).items() if ch.doc_id == "b")
+        b_cid = next(c for c, ch in ix.chunks(list(all_hits), ALICE).items() if ch.doc_id == "b")
         restricted = ix.bm25("alpha", ALICE, 10, restrict=[b_cid])
         assert restricted == [(b_cid, pytest.approx(all_hits[b_cid]))]
 
@@ -228,12 +230,12 @@ class SearchIndexContract:
             [doc("a", ["parental leave is sixteen weeks"]), doc("b", ["the vpn needs a hardware token"])]
         )
         cids = [cid for cid, _ in ix.bm25("parental leave vpn", ALICE, 10)]
-        stored = ix.stored_vectors(cids)
-        chunks = ix.chunks(cids)
+        stored = ix.stored_vectors(cids, ALICE)
+        chunks = ix.chunks(cids, ALICE)
         assert set(stored) == set(cids)
         for cid in cids:
             np.testing.assert_allclose(stored[cid], vec(chunks[cid].text), rtol=1e-6)
-        assert ix.stored_vectors([]) == {}
+        assert ix.stored_vectors([], ALICE) == {}
 
     def test_token_lengths_batch_matches_single(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()
@@ -346,9 +348,10 @@ class SearchIndexContract:
         assert got.others[:2] == [cid_of(ix, "b"), cid_of(ix, "c")]  # closest first, one per document
         moon = float(vec(claim) @ vec("the moon is made of green cheese indeed"))
         far = float(vec(claim) @ vec("payroll runs on the last friday"))
-        leads = copy_leads({a0: got}, (moon + far) / 2, ix.chunks)
+        read = functools.partial(ix.chunks, principal=ALICE)
+        leads = copy_leads({a0: got}, (moon + far) / 2, read)
         assert leads == {a0: ["2011 Moon Survey", ""]}  # b and c reach the cosine; c opens with no name
-        assert copy_leads({a0: got}, 0.0, ix.chunks) == {}  # not asked for: nothing read
+        assert copy_leads({a0: got}, 0.0, read) == {}  # not asked for: nothing read
 
     def test_claim_vectors_survive_reopen(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()
@@ -380,7 +383,7 @@ class SearchIndexContract:
         assert named_docs(ix, ["nirvana and sub pop"]) == []  # case-sensitive, as titles.names
         assert named_docs(ix, ["an iPod"]) == []  # a name must open with a capital or a digit
         first = ix.named(["Sub Pop"], ALICE, 10)
-        assert [ix.chunks([c for c, _ in first])[first[0][0]].ordinal] == [0]  # the page's first chunk
+        assert [ix.chunks([c for c, _ in first], ALICE)[first[0][0]].ordinal] == [0]  # the page's first chunk
         assert first[0][1] == 1.0
         assert ix.named([text], ALICE, 1) == ix.named([text], ALICE, 10)[:1]
         assert ix.named([text], ALICE, 0) == []

@@ -27,6 +27,7 @@ import pytest
 from services.common.grpc_client import check_ready, open_channel
 from services.common.net import free_port
 from services.common.processes import OwnedProcess
+from services.common.service_auth import ServiceAuth
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -65,6 +66,8 @@ class GrpcServiceProcess(OwnedProcess):
     """
 
     stop_wait_s = 15.0
+    # the credentials the readiness probe and :meth:`channel` use (a server with mTLS refuses others)
+    probe_auth: ServiceAuth | None = None
 
     def __init__(
         self,
@@ -98,7 +101,7 @@ class GrpcServiceProcess(OwnedProcess):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        channel = open_channel(self.address)
+        channel = open_channel(self.address, auth=self.probe_auth)
         try:
             end = time.monotonic() + self.ready_timeout_s
             while not check_ready(channel, self.service, timeout_s=1.0):
@@ -114,7 +117,7 @@ class GrpcServiceProcess(OwnedProcess):
         return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else "(no log)"
 
     def channel(self) -> grpc.Channel:
-        return open_channel(self.address)
+        return open_channel(self.address, auth=self.probe_auth)
 
 
 class RetrievalServiceProcess(GrpcServiceProcess):

@@ -28,7 +28,7 @@ def test_crash_after_sqlite_commit_is_repaired_on_open(tmp_path: Path) -> None:
     ix = EmbeddedIndex.open(tmp_path / "i", dim=DIM)
     try:
         assert ix.status("t1", "lost").state is DocumentState.INDEXED  # type: ignore[union-attr]
-        found = {c.doc_id for c in ix.chunks([h[0] for h in ix.bm25("recovered", ALICE, 5)]).values()}
+        found = {c.doc_id for c in ix.chunks([h[0] for h in ix.bm25("recovered", ALICE, 5)], ALICE).values()}
         assert found == {"lost"}
         assert ix.dense(vec("recovered words"), ALICE, 1)
     finally:

@@ -125,7 +125,7 @@ def test_index_service_refuses_the_reads_its_index_lacks(embedded: EmbeddedIndex
         assert client.bm25("record label", ALICE, 5)  # storage is served
         cid = client.bm25("record label", ALICE, 5)[0][0]
         for call, capability in (
-            (lambda: client.stored_vectors([cid]), "CheckReads"),
+            (lambda: client.stored_vectors([cid], ALICE), "CheckReads"),
             (lambda: client.copy_cosines([cid], ALICE, 8), "CheckReads"),
             (lambda: client.named(["Sub Pop"], ALICE, 5), "LinkReads"),
         ):

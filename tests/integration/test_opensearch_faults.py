@@ -119,7 +119,7 @@ def ingest_until_stopped(
 
 def found(runtime: Runtime, i: int) -> bool:
     hits = runtime.index.bm25(f"zq{i}x", READER, 3)
-    return any(c.doc_id == f"d{i}" for c in runtime.index.chunks([h[0] for h in hits]).values())
+    return any(c.doc_id == f"d{i}" for c in runtime.index.chunks([h[0] for h in hits], READER).values())
 
 
 @pytest.mark.timeout(600)

@@ -138,7 +138,7 @@ def test_a_sigkilled_ingest_worker_loses_no_acknowledged_document(
             for d in wanted:
                 assert ix.bm25(f"{d.id}token", READER, 5), d.id
             hits = ix.bm25("sharedtoken", READER, 20)
-            assert {c.version for c in ix.chunks([c for c, _ in hits]).values()} == {shared.version}
+            assert {c.version for c in ix.chunks([c for c, _ in hits], READER).values()} == {shared.version}
             ix.client.indices.refresh(index=ix.chunks_alias)
             total = ix.client.count(index=ix.chunks_alias)["count"]
             owned = sum(s.chunks for d in [*wanted, batch(0)[-1]] if (s := ix.status("acme", d.id)))

@@ -155,7 +155,7 @@ def test_writers_in_several_processes_never_lose_or_orphan(
             hits = ix.bm25(f"{d}token", READER, 100)
             assert sorted(c for c, _ in hits) == sorted(entries[d]["cids"])  # one version, whole
             assert len(hits) == 2
-            texts = {c.text for c in ix.chunks([c for c, _ in hits]).values()}
+            texts = {c.text for c in ix.chunks([c for c, _ in hits], READER).values()}
             assert all(f"version{status.version} " in t for t in texts)
         owned = {int(c) for e in entries.values() for c in e["cids"]}
         ix.client.indices.refresh(index=ix.chunks_alias)

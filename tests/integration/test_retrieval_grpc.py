@@ -34,6 +34,7 @@ from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import HybridRetriever, SearchParams
+from services.retrieval.read_scope import readable_ids
 from services.retrieval.remote_index import RemoteIndex
 from services.retrieval.remote_retriever import RemoteRetriever
 from services.retrieval.server import RetrievalApp
@@ -79,7 +80,8 @@ class Served:
 
     async def _start(self, root: Path, embedder: Embedder) -> None:
         self.index = EmbeddedIndex.open(root, dim=embedder.dim)  # opened and closed on the loop's thread
-        self.app = RetrievalApp(GrpcServerSettings(port=self.port), self.index, embedder)
+        # reflection on: test_health_and_reflection reads it (off by default: test_service_auth.py)
+        self.app = RetrievalApp(GrpcServerSettings(port=self.port, reflection=True), self.index, embedder)
         await self.app.start()
 
 
@@ -153,14 +155,15 @@ def test_vectors_travel_when_asked(served: Served, embedder: Embedder, remote: R
 def test_copy_cosines_rpc_equals_local_and_checks_its_input(served: Served) -> None:
     index = RemoteIndex.connect(served.address, RemoteSettings())
     every = {cid for p in (ALICE, BOB, EVE) for cid, _ in index.bm25("salary laptop leave vpn weeks", p, 10)}
-    cid_of = {c.doc_id: cid for cid, c in index.chunks(sorted(every)).items()}
+    cid_of = {c.doc_id: cid for cid, c in served.index.chunks(sorted(every)).items()}  # every tenant's
     cids = [cid_of[d] for d in ("leave", "vpn", "salary", "laptop", "globex-leave")]
     for principal in (ALICE, BOB, EVE):
         for limit in (1, 2, 64):
             for expand in (0.0, 0.1):
                 got = index.copy_cosines(cids, principal, limit, expand=expand)
-                assert got == served.index.copy_cosines(cids, principal, limit, expand=expand)
-                assert cid_of[NO_CLAIM] not in got and set(got) == set(cids) - {cid_of[NO_CLAIM]}
+                mine = readable_ids(served.index, cids, principal)  # the others are not looked up
+                assert got == served.index.copy_cosines(mine, principal, limit, expand=expand)
+                assert cid_of[NO_CLAIM] not in got and set(got) == set(mine) - {cid_of[NO_CLAIM]}
                 assert all(
                     len(c.cosines) <= limit and c.cosines == sorted(c.cosines, reverse=True)
                     for c in got.values()
@@ -172,7 +175,9 @@ def test_copy_cosines_rpc_equals_local_and_checks_its_input(served: Served) -> N
     # alice reads leave, vpn (no claim vector) and laptop: one other document for leave
     leave, laptop = cid_of["leave"], cid_of["laptop"]
     alice = index.copy_cosines([leave], ALICE, 8)[leave].cosines
-    claim_cosine = index.cosine(index.stored_vectors([laptop])[laptop], [leave])[leave]  # claim = stored here
+    claim_cosine = index.cosine(index.stored_vectors([laptop], ALICE)[laptop], [leave], ALICE)[
+        leave
+    ]  # claim = stored here
     assert len(alice) == 1 and alice[0] == pytest.approx(claim_cosine, abs=1e-5)
     assert len(index.copy_cosines([cid_of["leave"]], BOB, 8)[cid_of["leave"]].cosines) == 1  # salary
     assert index.copy_cosines([cid_of["globex-leave"]], EVE, 8) == {

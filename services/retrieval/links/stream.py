@@ -69,7 +69,7 @@ class LinkStream:
         named = link_reads(self.index).named(
             [c.text for c in seeds], principal, room + len(have), filters=filters
         )
-        docs = self.index.chunks([cid for cid, _ in named])
+        docs = self.index.chunks([cid for cid, _ in named], principal)
         forward = [cid for cid, _ in named if cid in docs and docs[cid].doc_id not in taken][
             : room - len(back)
         ]
@@ -116,7 +116,9 @@ class LinkStream:
                 continue
             pool = self.index.bm25(f"{key} {key} {query}", principal, BACKLINK_POOL, filters=filters)
             pools[key] = (seed, [cid for cid, _ in pool])
-        got = self.index.chunks(list(dict.fromkeys(cid for _, cids in pools.values() for cid in cids)))
+        got = self.index.chunks(
+            list(dict.fromkeys(cid for _, cids in pools.values() for cid in cids)), principal
+        )
         spelt = {cid: spelled(c.text) for cid, c in got.items() if c.doc_id not in skip}
         found = {
             cid: got[cid]

@@ -627,21 +627,27 @@ class CosineRequest(_message.Message):
 
     VECTOR_FIELD_NUMBER: _builtins.int
     CIDS_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
     vector: _builtins.bytes
     """Vector: packed little-endian float32."""
     @_builtins.property
     def cids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Chunks to compare with (callers pass only ids they may read)."""
+        """Chunks to compare with; those the principal may not read are absent from the reply."""
+
+    @_builtins.property
+    def principal(self) -> _types_pb2.Principal:
+        """Who is reading (required): its tenant and ACL decide which chunks are compared."""
 
     def __init__(
         self,
         *,
         vector: _builtins.bytes = ...,
         cids: _abc.Iterable[_builtins.int] | None = ...,
+        principal: _types_pb2.Principal | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "principal", b"principal", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -698,18 +704,24 @@ class ChunkIdsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CIDS_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def cids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Chunk ids."""
+        """Chunk ids; those the principal may not read are absent from the reply, as if not stored."""
+
+    @_builtins.property
+    def principal(self) -> _types_pb2.Principal:
+        """Who is reading (required): its tenant and ACL decide which chunks are returned."""
 
     def __init__(
         self,
         *,
         cids: _abc.Iterable[_builtins.int] | None = ...,
+        principal: _types_pb2.Principal | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cids", b"cids", "principal", b"principal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -777,11 +789,11 @@ class CopyCosinesRequest(_message.Message):
     """
     @_builtins.property
     def cids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Chunks to look up (callers pass only ids they may read)."""
+        """Chunks to look up; those the principal may not read are absent from the reply."""
 
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
-        """Who is reading: only documents this principal may read are compared with."""
+        """Who is reading: only documents this principal may read are looked up or compared with."""
 
     def __init__(
         self,

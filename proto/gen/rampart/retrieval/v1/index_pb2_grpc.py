@@ -175,14 +175,14 @@ class IndexServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Cosine(self, request, context):
-        """Exact cosine of a vector with stored chunks.
+        """Exact cosine of a vector with stored chunks the principal may read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StoredVectors(self, request, context):
-        """Stored embeddings of chunks.
+        """Stored embeddings of chunks the principal may read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -196,7 +196,7 @@ class IndexServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Chunks(self, request, context):
-        """Stored chunks by id.
+        """Stored chunks by id, those the principal may read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

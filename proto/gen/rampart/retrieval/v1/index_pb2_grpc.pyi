@@ -58,13 +58,13 @@ class IndexServiceStub:
     Dense: _grpc.UnaryUnaryMultiCallable[_index_pb2.DenseRequest, _index_pb2.HitsResponse]
     """Dense (vector) search scoped to a principal."""
     Cosine: _grpc.UnaryUnaryMultiCallable[_index_pb2.CosineRequest, _index_pb2.CosineResponse]
-    """Exact cosine of a vector with stored chunks."""
+    """Exact cosine of a vector with stored chunks the principal may read."""
     StoredVectors: _grpc.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.StoredVectorsResponse]
-    """Stored embeddings of chunks."""
+    """Stored embeddings of chunks the principal may read."""
     CopyCosines: _grpc.UnaryUnaryMultiCallable[_index_pb2.CopyCosinesRequest, _index_pb2.CopyCosinesResponse]
     """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
     Chunks: _grpc.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.ChunksResponse]
-    """Stored chunks by id."""
+    """Stored chunks by id, those the principal may read."""
     Stats: _grpc.UnaryUnaryMultiCallable[_index_pb2.IndexStatsRequest, _index_pb2.IndexStatsResponse]
     """Index counts (documents, chunks, ...)."""
 
@@ -92,13 +92,13 @@ class IndexServiceAsyncStub(IndexServiceStub):
     Dense: _aio.UnaryUnaryMultiCallable[_index_pb2.DenseRequest, _index_pb2.HitsResponse]  # type: ignore[assignment]
     """Dense (vector) search scoped to a principal."""
     Cosine: _aio.UnaryUnaryMultiCallable[_index_pb2.CosineRequest, _index_pb2.CosineResponse]  # type: ignore[assignment]
-    """Exact cosine of a vector with stored chunks."""
+    """Exact cosine of a vector with stored chunks the principal may read."""
     StoredVectors: _aio.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.StoredVectorsResponse]  # type: ignore[assignment]
-    """Stored embeddings of chunks."""
+    """Stored embeddings of chunks the principal may read."""
     CopyCosines: _aio.UnaryUnaryMultiCallable[_index_pb2.CopyCosinesRequest, _index_pb2.CopyCosinesResponse]  # type: ignore[assignment]
     """Claim-vector cosines of chunks to the closest chunk of each other readable document."""
     Chunks: _aio.UnaryUnaryMultiCallable[_index_pb2.ChunkIdsRequest, _index_pb2.ChunksResponse]  # type: ignore[assignment]
-    """Stored chunks by id."""
+    """Stored chunks by id, those the principal may read."""
     Stats: _aio.UnaryUnaryMultiCallable[_index_pb2.IndexStatsRequest, _index_pb2.IndexStatsResponse]  # type: ignore[assignment]
     """Index counts (documents, chunks, ...)."""
 
@@ -183,7 +183,7 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _index_pb2.CosineRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.CosineResponse, _abc.Awaitable[_index_pb2.CosineResponse]]:
-        """Exact cosine of a vector with stored chunks."""
+        """Exact cosine of a vector with stored chunks the principal may read."""
 
     @_abc_1.abstractmethod
     def StoredVectors(
@@ -191,7 +191,7 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _index_pb2.ChunkIdsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.StoredVectorsResponse, _abc.Awaitable[_index_pb2.StoredVectorsResponse]]:
-        """Stored embeddings of chunks."""
+        """Stored embeddings of chunks the principal may read."""
 
     @_abc_1.abstractmethod
     def CopyCosines(
@@ -207,7 +207,7 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _index_pb2.ChunkIdsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.ChunksResponse, _abc.Awaitable[_index_pb2.ChunksResponse]]:
-        """Stored chunks by id."""
+        """Stored chunks by id, those the principal may read."""
 
     @_abc_1.abstractmethod
     def Stats(

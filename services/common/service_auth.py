@@ -1,0 +1,230 @@
+"""Who may call a Rampart gRPC service: mutual TLS and the deployment's token (docs/security.md).
+
+Without this, whoever reaches a service's port could call it: ``IndexService`` serves every tenant's
+chunks to the process that owns nothing but an address. Two controls, each enough to keep a stranger
+out, both on in ``rampart stack``:
+
+- **mutual TLS** (``remote.tls``): the server presents its certificate and refuses, during the
+  handshake, a client without one signed by the deployment's CA; the client checks the server's
+  certificate the same way. Stops eavesdropping and impersonation on the network.
+- **the deployment token** (``remote.internal_token``, the secret the orchestrator ingress already
+  checks): every call carries it in ``x-rampart-internal-token``; a call without it, or with another,
+  fails ``UNAUTHENTICATED`` before any handler runs. The minimum when mTLS is off.
+
+Health (``grpc.health.v1``) needs no token: it tells only SERVING or not, and kubelet probes cannot
+send one. A server bound to a non-loopback address with neither control refuses to start.
+
+Usage (one place each: :class:`~services.common.grpc_server.GrpcServer` and
+:func:`~services.common.grpc_client.open_channel` take a :class:`ServiceAuth`)::
+
+    auth = ServiceAuth.from_settings(settings.remote)     # reads the PEM files once
+    GrpcServer(settings.retrieval_service, name="retrieval", auth=auth)
+    open_channel("127.0.0.1:50051", auth=auth)
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from services.common.config import RemoteSettings, ServiceTlsSettings
+from services.common.errors import ErrorCode, RampartError
+from services.common.internal_auth import INTERNAL_TOKEN_HEADER
+
+HEALTH_METHODS = "/grpc.health.v1.Health/"  # open without the token (see the module doc)
+
+
+@dataclass(frozen=True, repr=False)
+class TlsMaterial:
+    """The PEM bytes of ``remote.tls`` (read once: a Secret rotated on disk takes a restart)."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+    server_name: str | None = None
+
+    @classmethod
+    def read(cls, tls: ServiceTlsSettings) -> TlsMaterial:
+        files = {"ca_file": tls.ca_file, "cert_file": tls.cert_file, "key_file": tls.key_file}
+        got: dict[str, bytes] = {}
+        for name, path in files.items():
+            got[name] = _read_pem(name, path)
+        return cls(got["ca_file"], got["cert_file"], got["key_file"], tls.server_name)
+
+    def __repr__(self) -> str:  # never the key
+        return f"TlsMaterial(server_name={self.server_name!r})"
+
+
+def _read_pem(name: str, path: Path | None) -> bytes:
+    variable = f"RAMPART_REMOTE__TLS__{name.upper()}"
+    if path is None:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"remote.tls.{name} is unset; set {variable} (`rampart certs dev --out DIR` makes a local set)",
+            field=f"remote.tls.{name}",
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"cannot read remote.tls.{name} {str(path)!r} ({exc.strerror}); fix {variable} or the mounted "
+            "Secret",
+            field=f"remote.tls.{name}",
+        ) from None
+    if b"-----BEGIN " not in data:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"remote.tls.{name} {str(path)!r} holds no PEM block; point {variable} at a PEM file",
+            field=f"remote.tls.{name}",
+        )
+    return data
+
+
+@dataclass(frozen=True, repr=False)
+class ServiceAuth:
+    """The credentials of one process, as server and as client; the default is none (loopback only)."""
+
+    token: str | None = None
+    tls: TlsMaterial | None = None
+
+    @classmethod
+    def from_settings(cls, remote: RemoteSettings) -> ServiceAuth:
+        token = remote.internal_token.get_secret_value() if remote.internal_token else None
+        tls = TlsMaterial.read(remote.tls) if remote.tls.enabled else None
+        return cls(token=token or None, tls=tls)
+
+    def __repr__(self) -> str:  # never the token
+        return f"ServiceAuth(token={'set' if self.token else None}, tls={self.tls!r})"
+
+    @property
+    def any(self) -> bool:
+        return self.token is not None or self.tls is not None
+
+    def server_credentials(self) -> grpc.ServerCredentials | None:
+        """TLS that requires a client certificate signed by the CA (``None``: plaintext)."""
+        if self.tls is None:
+            return None
+        return grpc.ssl_server_credentials(
+            [(self.tls.key, self.tls.cert)], root_certificates=self.tls.ca, require_client_auth=True
+        )
+
+    def channel_credentials(self) -> grpc.ChannelCredentials | None:
+        """TLS checking the server against the CA and presenting our certificate (``None``: plaintext)."""
+        if self.tls is None:
+            return None
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.tls.ca, private_key=self.tls.key, certificate_chain=self.tls.cert
+        )
+
+    def channel_options(self) -> list[tuple[str, Any]]:
+        if self.tls is not None and self.tls.server_name:
+            return [("grpc.ssl_target_name_override", self.tls.server_name)]
+        return []
+
+    def server_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
+        return [TokenServerInterceptor(self.token)] if self.token else []
+
+    def client_interceptors(self) -> list[grpc.UnaryUnaryClientInterceptor]:
+        return [TokenClientInterceptor(self.token)] if self.token else []
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address is reachable from this host only (``localhost``, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name, 0.0.0.0, ::: reachable from elsewhere
+
+
+def check_exposure(auth: ServiceAuth, host: str, *, what: str) -> None:
+    """Refuse to serve ``what`` on a non-loopback ``host`` with neither mTLS nor the token."""
+    if auth.any or is_loopback(host):
+        return
+    raise RampartError(
+        ErrorCode.FAILED_PRECONDITION,
+        f"{what} would listen on {host!r}, reachable from other hosts, with no authentication: set "
+        "RAMPART_REMOTE__INTERNAL_TOKEN (the deployment's token) and/or mTLS (RAMPART_REMOTE__TLS__ENABLED "
+        "with its files), or bind 127.0.0.1",
+        host=host,
+    )
+
+
+class TokenServerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Refuses every call but health without the deployment token: ``UNAUTHENTICATED``, naming the
+    header and the setting, before the handler (or the request's deserialisation) runs."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = token.encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method: str = details.method
+        handler = await continuation(details)
+        if handler is None or method.startswith(HEALTH_METHODS) or self._valid(details.invocation_metadata):
+            return handler
+        return _refusal(handler, method)
+
+    def _valid(self, metadata: Any) -> bool:
+        for key, value in metadata or ():
+            if key == INTERNAL_TOKEN_HEADER:
+                given = value.encode() if isinstance(value, str) else bytes(value)
+                return hmac.compare_digest(given, self._expected)
+        return False
+
+
+def _refusal(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """A handler of the same kind as ``handler`` that aborts ``UNAUTHENTICATED``; requests arrive as
+    bytes, never parsed: a stranger's request costs no deserialisation."""
+    message = (
+        f"{method}: missing or wrong {INTERNAL_TOKEN_HEADER}; only the deployment's services may call "
+        "(the caller needs the same remote.internal_token)"
+    )
+
+    async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(refuse)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(refuse)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(refuse)
+    return grpc.stream_stream_rpc_method_handler(refuse)
+
+
+class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
+    def __init__(self, base: grpc.ClientCallDetails, metadata: list[tuple[str, str]]) -> None:
+        self.method = base.method
+        self.timeout = base.timeout
+        self.metadata = metadata
+        self.credentials = base.credentials
+        self.wait_for_ready = base.wait_for_ready
+        self.compression = base.compression
+
+
+class TokenClientInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    """Adds the deployment token to every call of a channel (Rampart's RPCs and health alike)."""
+
+    def __init__(self, token: str) -> None:
+        self._header = (INTERNAL_TOKEN_HEADER, token)
+
+    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        return _CallDetails(details, [*(details.metadata or ()), self._header])
+
+    def intercept_unary_unary(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
+        return continuation(self._details(details), request)
