@@ -64,11 +64,15 @@ def triton_serve(
     grpc_port: Annotated[int, typer.Option(help="gRPC port (rerank.triton.url)")] = 8001,
     http_port: Annotated[int, typer.Option(help="HTTP port (health: /v2/health/ready)")] = 8000,
     metrics_port: Annotated[int, typer.Option(help="Prometheus metrics port")] = 8002,
+    address: Annotated[
+        str, typer.Option(help="Address of every listener, metrics included (0.0.0.0 exposes them all)")
+    ] = "127.0.0.1",
     instances: Annotated[int | None, typer.Option(min=1, help="Model instances (default 2 on CPU)")] = None,
     threads: Threads = None,
     parallel: Parallel = None,
 ) -> None:
-    """Run tritonserver on 127.0.0.1 with the project's repository until interrupted (needs `make triton`)."""
+    """Run tritonserver on --address (127.0.0.1) with the project's repository until interrupted (needs
+    `make triton`)."""
     from services.rerank.triton_repository import materialize
     from services.rerank.triton_server import TritonServer
 
@@ -93,6 +97,7 @@ def triton_serve(
         grpc_port=grpc_port,
         http_port=http_port,
         metrics_port=metrics_port,
+        address=address,
     )
     # Handlers first: tritonserver runs in its own session, so a SIGTERM (supervisord stopping the
     # stack) that killed this process during the start-up wait would leave it running, orphaned.

@@ -134,6 +134,9 @@ class TritonServer(OwnedProcess):
     http_port: int
     metrics_port: int
     log_verbose: int = 0
+    # every listener on this address only, metrics named explicitly: their default follows
+    # --http-address, and 0.0.0.0 in a build without HTTP (they name the models and count requests)
+    address: str = "127.0.0.1"
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     stop_wait_s: float = field(
         default=30.0, init=False
@@ -141,7 +144,7 @@ class TritonServer(OwnedProcess):
 
     @property
     def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"{self.address}:{self.grpc_port}"
 
     @property
     def log_path(self) -> Path:
@@ -153,8 +156,9 @@ class TritonServer(OwnedProcess):
             str(install.binary),
             f"--model-repository={Path(self.repository).absolute()}",
             f"--backend-directory={backends}",
-            "--http-address=127.0.0.1",
-            "--grpc-address=127.0.0.1",
+            f"--http-address={self.address}",
+            f"--grpc-address={self.address}",
+            f"--metrics-address={self.address}",
             f"--http-port={self.http_port}",
             f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}",

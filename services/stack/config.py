@@ -48,3 +48,23 @@ class StackSettings(BaseModel):
     worker_metrics_port: int = Field(
         default=9104, ge=1, le=65535, description="Prometheus /metrics of the fact-check workers"
     )
+    tls: bool = Field(
+        default=True,
+        description="mTLS between the stack's gRPC services, with a CA made at each start (<dir>/certs); "
+        "false: the internal token alone",
+    )
+    redis_auth: bool = Field(
+        default=True,
+        description="Redis ACL users per role (gateway, orchestrator, worker) with fresh passwords at each "
+        "start, the default user off; false: no password (loopback only)",
+    )
+    redis_tls: bool = Field(
+        default=False,
+        description="Redis over TLS only (its port speaks TLS, certificates from the stack's CA); needs "
+        "stack.tls and a redis-server built with TLS",
+    )
+    ray_auth: bool = Field(
+        default=True,
+        description="Ray's token authentication for the orchestrator's cluster (RAY_AUTH_MODE=token), the "
+        "token in <dir>/ray-auth-token, mode 600, fresh at each start",
+    )

@@ -16,10 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from services.common.dev_certs import SERVICE_NAMES, make_dev_certs
 from services.common.errors import ErrorCode, RampartError
 from services.common.fs import tail
 from services.common.settings import RampartSettings
-from services.stack.plan import programs, stack_env, worker_metrics_dir
+from services.stack.plan import (
+    StackSecrets,
+    certs,
+    programs,
+    ray_token_path,
+    redis_acl_path,
+    stack_env,
+    worker_metrics_dir,
+)
 from services.stack.supervisor_conf import render, socket_path
 
 # supervisord process states (supervisor.states.ProcessStates) that readiness reads
@@ -128,6 +137,23 @@ def write_config(settings: RampartSettings, workdir: Path) -> Path:
     return conf
 
 
+def write_secrets(settings: RampartSettings, stack_secrets: StackSecrets) -> None:
+    """This start's credential files in the stack's 700 folder: the CA and certificates, the Redis ACL
+    (hashed passwords), Ray's token (mode 600, created so: Ray's own ~/.ray/auth_token is 644)."""
+    made = certs(settings)
+    if made is not None:
+        extra = ("redis",) if settings.stack.redis_tls else ()
+        make_dev_certs(made.dir, (*SERVICE_NAMES, *extra))
+    if stack_secrets.redis is not None:
+        stack_secrets.redis.write_acl(redis_acl_path(settings))
+    if stack_secrets.ray_token is not None:
+        path = ray_token_path(settings)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(stack_secrets.ray_token)
+
+
 def internal_token(settings: RampartSettings) -> str:
     """The token every program of the stack shares (``remote.internal_token``): the user's, or a fresh
     one per start."""
@@ -147,7 +173,9 @@ def launch(
             f"a stack is already running from {sup.dir} (pid {sup.pid()}); stop it with `rampart stack down`",
         )
     conf = write_config(settings, workdir)
-    env = {**os.environ, **stack_env(settings, token or internal_token(settings))}
+    stack_secrets = StackSecrets.fresh(settings, token or internal_token(settings))
+    write_secrets(settings, stack_secrets)
+    env = {**os.environ, **stack_env(settings, stack_secrets)}
     binary = Path(sys.executable).with_name("supervisord")
     with log.open("ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL) as out:
         return subprocess.Popen(  # noqa: S603 - our own venv's supervisord, argument list

@@ -1,19 +1,34 @@
 """What the stack runs: one :class:`Program` per service, and the environment that wires them together.
 
 Every program reads the same ``RampartSettings`` from the environment; the stack only sets the
-addresses that turn each stage remote (``remote.*``, Celery and session URLs, Triton) and a fresh
-internal token. A user's own ``RAMPART_*`` and ``OTEL_*`` variables pass through unchanged, so
-``OTEL_EXPORTER_OTLP_ENDPOINT=… rampart stack up`` traces the whole stack.
+addresses that turn each stage remote (``remote.*``, Celery and session URLs, Triton) and the
+credentials, fresh at each start (:class:`StackSecrets`): the internal token, a CA and one
+certificate per gRPC service (mTLS), one Redis user per role, Ray's token. A user's own ``RAMPART_*``
+and ``OTEL_*`` variables pass through unchanged, so ``OTEL_EXPORTER_OTLP_ENDPOINT=… rampart stack up``
+traces the whole stack.
+
+Secrets travel only in supervisord's own environment (its children inherit it): a program that needs
+its own (a Redis URL with its role's password) names the shared variable in ``env_refs``, which the
+configuration file renders as a reference (``%(ENV_NAME)s``), never as the value.
 """
 
 from __future__ import annotations
 
+import secrets
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.common.dev_certs import DevCerts
 from services.common.errors import ErrorCode, RampartError
-from services.common.redis_server import INSTALL_HINT, redis_command, redis_server_binary
+from services.common.redis_server import (
+    INSTALL_HINT,
+    RedisAuth,
+    RedisTls,
+    redis_command,
+    redis_server_binary,
+    redis_url,
+)
 from services.common.settings import RampartSettings
 
 LOOPBACK = "127.0.0.1"
@@ -31,6 +46,8 @@ class Program:
     # SIGTERM the whole process group (the default), or only the program, which then stops its own
     # children in order (serve-ray: Serve first, then the Ray processes it started)
     stop_as_group: bool = True
+    # variable -> name of a variable of supervisord's environment (a secret the file must not hold)
+    env_refs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -42,7 +59,6 @@ class Addresses:
     ingest: str
     orchestrator_url: str
     gateway_url: str
-    redis_url: str
 
     @classmethod
     def of(cls, settings: RampartSettings) -> Addresses:
@@ -56,7 +72,6 @@ class Addresses:
             ),
             orchestrator_url=f"http://{LOOPBACK}:{settings.serve.port}",
             gateway_url=f"http://{LOOPBACK}:{settings.gateway.port}",
-            redis_url=f"redis://{LOOPBACK}:{settings.stack.redis_port}",
         )
 
 
@@ -107,8 +122,77 @@ def check_replicas(settings: RampartSettings) -> None:
         )
 
 
-def stack_env(settings: RampartSettings, token: str) -> dict[str, str]:
-    """Variables every program gets on top of the caller's environment."""
+@dataclass(frozen=True, repr=False)
+class StackSecrets:
+    """One start's credentials: the internal token, the Redis users' passwords, Ray's token."""
+
+    token: str
+    redis: RedisAuth | None = None
+    ray_token: str | None = None
+
+    @classmethod
+    def fresh(cls, settings: RampartSettings, token: str) -> StackSecrets:
+        s = settings.stack
+        return cls(
+            token,
+            RedisAuth.fresh() if s.redis_auth else None,
+            secrets.token_hex(32) if s.ray_auth else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"StackSecrets(redis={self.redis!r}, ray={'set' if self.ray_token else None})"
+
+
+def certs(settings: RampartSettings) -> DevCerts | None:
+    """The stack's CA and service certificates (``stack.tls``), made at each start."""
+    return DevCerts(settings.stack_dir().resolve() / "certs") if settings.stack.tls else None
+
+
+def redis_tls(settings: RampartSettings) -> RedisTls | None:
+    made = certs(settings)
+    if not settings.stack.redis_tls:
+        return None
+    if made is None:
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            "stack.redis_tls needs the stack's CA (stack.tls); set RAMPART_STACK__TLS=true or "
+            "RAMPART_STACK__REDIS_TLS=false",
+        )
+    return RedisTls(made.cert("redis"), made.key("redis"), made.ca)
+
+
+def redis_acl_path(settings: RampartSettings) -> Path:
+    return settings.stack_dir().resolve() / "redis-users.acl"
+
+
+def ray_token_path(settings: RampartSettings) -> Path:
+    return settings.stack_dir().resolve() / "ray-auth-token"
+
+
+REDIS_DBS = {"broker": 0, "results": 1, "sessions": 2}
+
+
+def redis_ref(role: str, db: str) -> str:
+    """The shared variable holding ``role``'s URL of ``db`` (:data:`REDIS_DBS`)."""
+    return f"RAMPART_STACK_REDIS_URL_{role.upper()}_{db.upper()}"
+
+
+def _redis_urls(settings: RampartSettings, stack_secrets: StackSecrets) -> dict[str, str]:
+    auth, tls, port = stack_secrets.redis, redis_tls(settings), settings.stack.redis_port
+    roles = ("orchestrator", "worker")
+    return {
+        redis_ref(role, db): redis_url(port, n, role=role if auth else None, auth=auth, tls=tls)
+        for role in roles
+        for db, n in REDIS_DBS.items()
+    }
+
+
+def stack_env(settings: RampartSettings, stack_secrets: StackSecrets | str) -> dict[str, str]:
+    """Variables every program gets on top of the caller's environment (``stack_secrets``: this
+    start's credentials; a bare token: no Redis users and no Ray token)."""
+    if isinstance(stack_secrets, str):
+        stack_secrets = StackSecrets(stack_secrets)
+    token = stack_secrets.token
     a = Addresses.of(settings)
     s = settings.stack
     env = {
@@ -131,13 +215,16 @@ def stack_env(settings: RampartSettings, token: str) -> dict[str, str]:
         "RAMPART_SERVE__PIPELINE_MAX_REPLICAS": str(max(s.replicas, settings.serve.pipeline_max_replicas)),
         "RAMPART_INDEX__BACKEND": settings.index.backend,
         "RAMPART_FACTCHECK__BACKEND": "celery" if settings.factcheck.backend != "none" else "none",
-        "RAMPART_FACTCHECK__CELERY__BROKER_URL": f"{a.redis_url}/0",
-        "RAMPART_FACTCHECK__CELERY__RESULT_BACKEND": f"{a.redis_url}/1",
         "RAMPART_SESSIONS__BACKEND": "redis",
-        "RAMPART_SESSIONS__REDIS_URL": f"{a.redis_url}/2",
+        **_redis_urls(settings, stack_secrets),
         "RAY_USAGE_STATS_ENABLED": "0",
         "PYTHONUNBUFFERED": "1",
     }
+    if stack_secrets.ray_token is not None:
+        env["RAY_AUTH_MODE"] = "token"
+        env["RAY_AUTH_TOKEN_PATH"] = str(ray_token_path(settings))
+    else:
+        env["RAY_AUTH_MODE"] = "disabled"
     if settings.index.backend == "opensearch":
         env["RAMPART_OPENSEARCH__URL"] = opensearch_url(settings)
         env["RAMPART_OPENSEARCH__DATA_DIR"] = str(settings.opensearch.data_dir.resolve())
@@ -160,6 +247,7 @@ def _replicas(settings: RampartSettings, py: str) -> list[Program]:
                 priority=30,
                 env={
                     **_otel("retrieval"),
+                    **_tls(settings, "retrieval"),
                     "RAMPART_RETRIEVAL_SERVICE__PORT": str(replica_port(settings, r.port, i)),
                     "RAMPART_RETRIEVAL_SERVICE__METRICS_PORT": str(replica_port(settings, r.metrics_port, i)),
                 },
@@ -174,6 +262,7 @@ def _replicas(settings: RampartSettings, py: str) -> list[Program]:
                 priority=40,
                 env={
                     **_otel("ingest"),
+                    **_tls(settings, "ingest"),
                     "RAMPART_INGEST_SERVICE__PORT": str(replica_port(settings, g.port, i)),
                     "RAMPART_INGEST_SERVICE__METRICS_PORT": str(replica_port(settings, g.metrics_port, i)),
                     "RAMPART_INGEST_SERVICE__JOURNAL_DIR": str(journal if i == 0 else Path(f"{journal}-{i}")),
@@ -191,17 +280,7 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
     rampart = [py, "-m", "services.cli.main"]
     s = settings.stack
     check_replicas(settings)
-    redis = redis_server_binary()
-    if redis is None:
-        raise RampartError(ErrorCode.FAILED_PRECONDITION, f"redis-server is not installed; {INSTALL_HINT}")
-    out = [
-        Program(
-            "redis",
-            redis_command(redis, s.redis_port),
-            priority=10,
-            stop_wait_s=10,
-        )
-    ]
+    out = [_redis(settings)]
     if s.triton and settings.rerank.backend != "none":
         venv = settings.rerank.triton.venv
         if not (venv / "bin" / "python").exists():
@@ -245,6 +324,7 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
                     "PROMETHEUS_MULTIPROC_DIR": str(worker_metrics_dir(settings)),
                     "RAMPART_FACTCHECK__CELERY__METRICS_PORT": str(s.worker_metrics_port),
                 },
+                env_refs=_redis_refs("worker"),
                 stop_wait_s=30,
             )
         )
@@ -253,13 +333,27 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
             "orchestrator",
             [*rampart, "serve-ray"],
             priority=50,
-            env=_otel("orchestrator"),
+            env={**_otel("orchestrator"), **_tls(settings, "orchestrator")},
+            env_refs=_redis_refs("orchestrator"),
             stop_wait_s=60,
             stop_as_group=False,  # a group SIGTERM kills Ray's controller before Serve can shut down
         ),
-        Program("gateway", [*rampart, "serve"], priority=60, env=_otel("gateway")),
+        Program(
+            "gateway", [*rampart, "serve"], priority=60, env={**_otel("gateway"), **_tls(settings, "gateway")}
+        ),
     ]
     return out
+
+
+def _redis(settings: RampartSettings) -> Program:
+    """redis-server with the stack's ACL users (``stack.redis_auth``) and TLS (``stack.redis_tls``)."""
+    redis = redis_server_binary()
+    if redis is None:
+        raise RampartError(ErrorCode.FAILED_PRECONDITION, f"redis-server is not installed; {INSTALL_HINT}")
+    s = settings.stack
+    acl = redis_acl_path(settings) if s.redis_auth else None
+    command = redis_command(redis, s.redis_port, aclfile=acl, tls=redis_tls(settings))
+    return Program("redis", command, priority=10, stop_wait_s=10)
 
 
 def worker_metrics_dir(settings: RampartSettings) -> Path:
@@ -268,3 +362,19 @@ def worker_metrics_dir(settings: RampartSettings) -> Path:
 
 def _otel(service: str) -> dict[str, str]:
     return {"OTEL_SERVICE_NAME": f"rampart-{service}"}
+
+
+def _tls(settings: RampartSettings, name: str) -> dict[str, str]:
+    """mTLS on, with ``name``'s certificate and key: paths, no secret (the key file is mode 600 in a 700
+    folder). Only the programs that serve or call gRPC: the others' settings would want files too."""
+    made = certs(settings)
+    return made.env(name) if made is not None else {}
+
+
+def _redis_refs(role: str) -> dict[str, str]:
+    """``role``'s Redis URLs (broker, results, sessions), by reference to the shared environment."""
+    return {
+        "RAMPART_FACTCHECK__CELERY__BROKER_URL": redis_ref(role, "broker"),
+        "RAMPART_FACTCHECK__CELERY__RESULT_BACKEND": redis_ref(role, "results"),
+        "RAMPART_SESSIONS__REDIS_URL": redis_ref(role, "sessions"),
+    }

@@ -58,8 +58,11 @@ def render(programs: list[Program], stack_dir: Path, *, workdir: Path) -> str:
             "stdout_logfile_maxbytes=20MB",
             "stdout_logfile_backups=2",
         ]
-        if p.env:
-            lines.append("environment=" + ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(p.env.items())))
+        env = {k: f'"{_escape(v)}"' for k, v in p.env.items()}
+        # a reference, expanded by supervisord from its own environment: the secret is not in this file
+        env.update((k, f'"%(ENV_{ref})s"') for k, ref in p.env_refs.items())
+        if env:
+            lines.append("environment=" + ",".join(f"{k}={v}" for k, v in sorted(env.items())))
     return "\n".join(lines) + "\n"
 
 

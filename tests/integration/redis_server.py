@@ -42,7 +42,12 @@ def celery_settings(server: RedisServer, models_dir: Path, **celery: object) -> 
         log_level="WARNING",
         factcheck=FactCheckSettings(
             backend="celery",
-            celery=CelerySettings(broker_url=server.url(0), result_backend=server.url(1), **celery),
+            # the orchestrator's Redis user when the server has users (the caller's side of Celery)
+            celery=CelerySettings(
+                broker_url=server.url(0, "orchestrator"),
+                result_backend=server.url(1, "orchestrator"),
+                **celery,
+            ),
         ),
     )
 
@@ -59,8 +64,8 @@ class CeleryWorker(WorkerProcess):
         extra_env: dict[str, str] | None = None,
     ) -> None:
         super().__init__(
-            broker_url=server.url(0),
-            result_backend=server.url(1),
+            broker_url=server.url(0, "worker"),  # the workers' Redis user when the server has users
+            result_backend=server.url(1, "worker"),
             models_dir=models_dir,
             work=work,
             concurrency=concurrency,

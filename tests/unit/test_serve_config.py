@@ -132,3 +132,22 @@ def test_several_pipeline_replicas_are_allowed_on_a_shared_index() -> None:
     assert shared_index(RampartSettings(index=IndexSettings(backend="opensearch")))
     remote = RampartSettings.model_validate({"remote": {"retrieval_address": "127.0.0.1:50051"}})
     assert shared_index(remote)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.7", "orchestrator"])
+def test_build_app_refuses_an_exposed_ingress_without_the_internal_token(host: str) -> None:
+    from services.orchestrator.serving.serve_app import build_app
+
+    settings = RampartSettings(serve=ServeSettings(host=host))
+    with pytest.raises(RampartError) as err:
+        build_app(settings)
+    assert err.value.code is ErrorCode.FAILED_PRECONDITION
+    assert "RAMPART_REMOTE__INTERNAL_TOKEN" in err.value.message and repr(host) in err.value.message
+
+
+def test_ingress_exposure_allows_loopback_or_a_token() -> None:
+    from services.orchestrator.serving.serve_app import check_ingress_exposure
+
+    check_ingress_exposure("127.0.0.1", None)
+    check_ingress_exposure("::1", None)
+    check_ingress_exposure("0.0.0.0", "a-token")

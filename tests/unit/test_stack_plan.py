@@ -9,7 +9,7 @@ import pytest
 
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
-from services.stack.plan import programs, stack_env
+from services.stack.plan import StackSecrets, programs, stack_env
 from services.stack.supervisor_conf import render
 
 
@@ -122,3 +122,54 @@ def test_a_replica_port_past_65535_names_the_step(tmp_path: Path) -> None:
     )
     with pytest.raises(RampartError, match="REPLICA_PORT_STEP"):
         programs(s)
+
+
+def test_credentials_are_on_by_default_and_never_in_the_file(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    stack_secrets = StackSecrets.fresh(s, "tok")
+    assert stack_secrets.redis is not None and stack_secrets.ray_token
+    env = stack_env(s, stack_secrets)
+    got = {p.name: p for p in programs(s)}
+    text = render(list(got.values()), tmp_path / "stack", workdir=tmp_path)
+    passwords = [*stack_secrets.redis.passwords.values(), stack_secrets.ray_token]
+    assert not any(p in text or p in repr(stack_secrets) for p in passwords)
+    # Redis: ACL users, the default user off; each role's URL carries its own credentials
+    assert "--aclfile" in got["redis"].argv
+    for role in ("orchestrator", "worker"):
+        refs = got[role].env_refs
+        url = env[refs["RAMPART_FACTCHECK__CELERY__BROKER_URL"]]
+        assert url.startswith(f"redis://{role}:") and url.endswith("/0")
+        assert (
+            f'RAMPART_FACTCHECK__CELERY__BROKER_URL="%(ENV_{refs["RAMPART_FACTCHECK__CELERY__BROKER_URL"]})s"'
+            in text
+        )
+    assert "RAMPART_FACTCHECK__CELERY__BROKER_URL" not in env  # only by role, never one for all
+    acl = stack_secrets.redis.acl_text()
+    assert acl.startswith("user default off") and not any(p in acl for p in passwords)
+    # mTLS: the gRPC programs each with their own certificate; the others without TLS settings
+    for name in ("retrieval", "ingest", "orchestrator", "gateway"):
+        assert got[name].env["RAMPART_REMOTE__TLS__CERT_FILE"].endswith(f"certs/{name}.pem")
+    assert "RAMPART_REMOTE__TLS__ENABLED" not in got["worker"].env | got["triton"].env
+    # Ray: token auth from a file of the stack
+    assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN_PATH"].endswith("ray-auth-token")
+
+
+def test_credentials_can_be_turned_off(tmp_path: Path) -> None:
+    s = settings(tmp_path, stack={"tls": False, "redis_auth": False, "ray_auth": False})
+    env = stack_env(s, StackSecrets.fresh(s, "tok"))
+    got = {p.name: p for p in programs(s)}
+    assert "--aclfile" not in got["redis"].argv and env["RAY_AUTH_MODE"] == "disabled"
+    assert env[got["worker"].env_refs["RAMPART_FACTCHECK__CELERY__BROKER_URL"]].startswith(
+        "redis://127.0.0.1:"
+    )
+    assert "RAMPART_REMOTE__TLS__ENABLED" not in got["retrieval"].env
+    with pytest.raises(RampartError, match="RAMPART_STACK__TLS=true"):
+        programs(settings(tmp_path / "other", stack={"tls": False, "redis_tls": True}))
+
+
+def test_redis_tls_serves_tls_only_and_clients_check_the_ca(tmp_path: Path) -> None:
+    s = settings(tmp_path, stack={"redis_tls": True})
+    redis = next(p for p in programs(s) if p.name == "redis").argv
+    assert redis[redis.index("--port") + 1] == "0" and "--tls-port" in redis
+    url = stack_env(s, StackSecrets.fresh(s, "tok"))["RAMPART_STACK_REDIS_URL_WORKER_BROKER"]
+    assert url.startswith("rediss://worker:") and "ssl_cert_reqs=required" in url and "ca.pem" in url

@@ -14,6 +14,11 @@ class ServeSettings(BaseModel):
     ray_address: str | None = Field(
         default=None, description="Ray cluster to join (e.g. ray://head:10001); unset: start a local one"
     )
+    ray_auth: bool = Field(
+        default=True,
+        description="Ray's token authentication (RAY_AUTH_MODE=token unless that variable says otherwise); the "
+        "token from RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH (default ~/.ray/auth_token, made mode 600)",
+    )
     app_name: str = Field(default="rampart-orchestrator", min_length=1, description="Serve application name")
     host: str = Field(default="127.0.0.1", description="Serve HTTP proxy bind address (0.0.0.0 to expose)")
     port: int = Field(

@@ -36,10 +36,12 @@ from services.common.otel import (
     start_client_tracing,
     trace_headers,
 )
+from services.common.service_auth import is_loopback
 from services.common.settings import RampartSettings
 from services.orchestrator.serving.http_app import create_orchestrator_app
 from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineReply, PipelineSearchRequest
 from services.orchestrator.serving.pipeline_service import PipelineService
+from services.orchestrator.serving.ray_auth import prepare_ray_auth
 from services.orchestrator.serving.serve_config import (
     LiveTunables,
     ServeAppArgs,
@@ -195,6 +197,7 @@ def build_app(settings: RampartSettings, tunables: LiveTunables | None = None) -
     version = code_version(settings)
     secret = settings.remote.internal_token
     token = secret.get_secret_value() if secret else None
+    check_ingress_exposure(settings.serve.host, token)
     # ``_internal`` lets us pin the version (see code_version): only then does a tunables-only
     # redeploy reconfigure the running replicas instead of restarting them.
     pipeline = PipelineDeployment.options(  # type: ignore[attr-defined]
@@ -207,6 +210,20 @@ def build_app(settings: RampartSettings, tunables: LiveTunables | None = None) -
         version=version, _internal=True, **ingress_options(settings)
     ).bind(pipeline, token)
     return app
+
+
+def check_ingress_exposure(host: str, token: str | None) -> None:
+    """The ingress trusts the principal in the body: on an address other hosts reach, only callers
+    with the internal token may send one. Refused here, before anything is deployed."""
+    if token or is_loopback(host):
+        return
+    raise RampartError(
+        ErrorCode.FAILED_PRECONDITION,
+        f"the orchestrator ingress would listen on {host!r} (serve.host), reachable from other hosts, "
+        "without remote.internal_token: anyone there could search as any user; set "
+        "RAMPART_REMOTE__INTERNAL_TOKEN (the gateway sends the same) or RAMPART_SERVE__HOST=127.0.0.1",
+        field="serve.host",
+    )
 
 
 def shared_index(settings: RampartSettings) -> bool:
@@ -243,6 +260,7 @@ def connect(settings: RampartSettings, *, log_to_driver: bool = True) -> None:
         os.environ.setdefault(key, value)
     s = settings.serve
     if not ray.is_initialized():
+        prepare_ray_auth(settings)
         if s.ray_address:
             ray.init(address=s.ray_address, include_dashboard=False, log_to_driver=log_to_driver)
         else:
