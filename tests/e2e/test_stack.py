@@ -218,6 +218,70 @@ def test_the_orchestrator_refuses_callers_without_the_internal_token(loaded: Sta
     assert r.status_code == 401, r.text
 
 
+def test_the_stack_runs_with_mtls_redis_auth_and_ray_auth(loaded: Stack) -> None:
+    """Issue 36's defaults: the gRPC services take only callers with a certificate of the stack's CA
+    and the token, Redis only its role users, Ray only holders of its token (a file of mode 600);
+    supervisord's config file holds none of these secrets."""
+    import os
+    import stat
+
+    import grpc
+    import redis
+    from grpc_health.v1 import health_pb2
+
+    from services.common.config import ServiceTlsSettings
+    from services.common.dev_certs import DevCerts
+    from services.common.grpc_client import open_channel
+    from services.common.service_auth import ServiceAuth, TlsMaterial
+    from services.retrieval.remote_index import RemoteIndex
+
+    s, folder = loaded.settings, loaded.supervisor.dir
+    certs = DevCerts(folder / "certs")
+    address = f"127.0.0.1:{s.retrieval_service.port}"
+    tls = TlsMaterial.read(
+        ServiceTlsSettings(
+            enabled=True, ca_file=certs.ca, cert_file=certs.cert("client"), key_file=certs.key("client")
+        )
+    )
+    token = s.remote.internal_token.get_secret_value() if s.remote.internal_token else ""
+    index = RemoteIndex(
+        open_channel(address, auth=ServiceAuth(token, tls)),
+        address,
+        deadline_ms=10_000,
+        write_deadline_ms=10_000,
+    )
+    alice = Principal(tenant="acme", user="alice", groups=["eng"])
+    readable = {c.doc_id for c in index.chunks(list(range(1, 200)), alice).values()}
+    assert readable and "salary" not in readable  # hr's document: not alice's, asked for by id
+    index.close()
+    for auth in (ServiceAuth(), ServiceAuth(token=token), ServiceAuth(tls=tls)):
+        channel = open_channel(address, auth=auth)
+        stub = channel.unary_unary(
+            "/rampart.retrieval.v1.IndexService/Stats",
+            request_serializer=lambda m: b"",
+            response_deserializer=lambda b: b,
+        )
+        with pytest.raises(grpc.RpcError) as err:
+            stub(health_pb2.HealthCheckRequest(), timeout=10)
+        want = grpc.StatusCode.UNAUTHENTICATED if auth.tls is not None else grpc.StatusCode.UNAVAILABLE
+        assert err.value.code() == want, (auth, err.value)
+        channel.close()
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=s.stack.redis_port, socket_timeout=5).ping()
+    token_file = folder / "ray-auth-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    orchestrator = next(p for p in loaded.supervisor.states() if p.name == "orchestrator")
+    environ = Path(f"/proc/{orchestrator.pid}/environ").read_bytes().split(b"\0")
+    assert b"RAY_AUTH_MODE=token" in environ and f"RAY_AUTH_TOKEN_PATH={token_file}".encode() in environ
+    conf = (folder / "supervisord.conf").read_text()
+    assert token_file.read_text() not in conf and (token and token not in conf)
+    assert "redis://orchestrator:" not in conf and "%(ENV_RAMPART_STACK_REDIS_URL_WORKER_BROKER)s" in conf
+    assert (
+        os.path.exists(certs.key("retrieval"))
+        and stat.S_IMODE(certs.key("retrieval").stat().st_mode) == 0o600
+    )
+
+
 def _search(c: httpx.Client, stack: Stack) -> httpx.Response:
     """A query about travel expenses never sent before: the reranker's score cache must not hide an
     outage (a cached query needs no Triton)."""
