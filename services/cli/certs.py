@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from services.cli.ui import console, fail, split_csv
+from services.cli.ui import fail, split_csv
+from services.cli.ui import out as stdout
 from services.common.dev_certs import SERVICE_NAMES, make_dev_certs
 from services.common.errors import RampartError
 
@@ -39,6 +40,6 @@ def dev(
         certs = make_dev_certs(out, split_csv(names), hosts=split_csv(hosts), days=days, overwrite=force)
     except RampartError as exc:
         raise fail(exc) from None
-    console.print(f"CA: {certs.ca} (its key ca-key.pem, mode 600, signs more: keep it or delete it)")
+    stdout.print(f"CA: {certs.ca} (its key ca-key.pem, mode 600, signs more: keep it or delete it)")
     for name in split_csv(names):
-        console.print(f"{name}: {certs.cert(name)}  key {certs.key(name)}")
+        stdout.print(f"{name}: {certs.cert(name)}  key {certs.key(name)}")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from services.cli.main import app
 from services.retrieval.opensearch_node import OpenSearchNode
-from tests.conftest import REPO
+from tests.conftest import REPO, flat
 
 # (tenant, user, groups, query, expected top document) from samples/README.md
 ANSWERS = [
@@ -267,3 +267,26 @@ def test_eval_and_bench_on_the_opensearch_backend(
         client.indices.delete(index="eval-*")
     finally:
         client.close()
+
+
+def test_certs_dev_makes_a_ca_and_private_keys_and_refuses_to_replace_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    import stat
+
+    from cryptography import x509
+
+    out = tmp_path / "certs"
+    made = run(
+        env, "certs", "dev", "--out", str(out), "--names", "retrieval,gateway", "--hosts", "rampart.internal"
+    )
+    assert "retrieval" in made and "gateway" in made
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    for name in ("ca-key", "retrieval-key", "gateway-key"):
+        assert stat.S_IMODE((out / f"{name}.pem").stat().st_mode) == 0o600
+    cert = x509.load_pem_x509_certificate((out / "retrieval.pem").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"retrieval", "localhost", "rampart.internal"} <= set(sans.get_values_for_type(x509.DNSName))
+    again = CliRunner().invoke(app, ["certs", "dev", "--out", str(out)], env=env)
+    assert again.exit_code == 2 and "--force" in flat(again.output)
+    assert CliRunner().invoke(app, ["certs", "dev", "--out", str(out), "--force"], env=env).exit_code == 0
