@@ -50,7 +50,7 @@ from grpc_reflection.v1alpha import reflection
 from services.common.config import GrpcServerSettings
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.metrics import record_request
-from services.common.service_auth import ServiceAuth, check_exposure
+from services.common.service_auth import RAMPART_METHODS, ServiceAuth, check_exposure
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +105,6 @@ async def _abort(context: grpc.aio.ServicerContext, exc: BaseException, method: 
         )
     code, message, status = status_of(exc)
     await context.abort(code, message, trailing_metadata=((STATUS_DETAILS_KEY, status),))
-
-
-RAMPART_METHODS = "/rampart."  # full method names of the services in proto/rampart
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -208,7 +205,7 @@ class GrpcServer:
         size = self.settings.max_message_bytes
         server = grpc.aio.server(
             # the token first: a refused call reaches neither a handler nor the RPC metrics
-            interceptors=[*self.auth.server_interceptors(), ErrorInterceptor(self.name)],
+            interceptors=[*self.auth.server_interceptors(self.name), ErrorInterceptor(self.name)],
             maximum_concurrent_rpcs=self.settings.max_concurrent_rpcs,
             options=[
                 ("grpc.max_send_message_length", size),

@@ -36,8 +36,10 @@ import grpc
 from services.common.config import RemoteSettings, ServiceTlsSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
+from services.common.metrics import record_request
 
 HEALTH_METHODS = "/grpc.health.v1.Health/"  # open without the token (see the module doc)
+RAMPART_METHODS = "/rampart."  # full method names of the services in proto/rampart
 
 
 @dataclass(frozen=True, repr=False)
@@ -128,8 +130,8 @@ class ServiceAuth:
             return [("grpc.ssl_target_name_override", self.tls.server_name)]
         return []
 
-    def server_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
-        return [TokenServerInterceptor(self.token)] if self.token else []
+    def server_interceptors(self, service: str = "grpc") -> list[grpc.aio.ServerInterceptor]:
+        return [TokenServerInterceptor(self.token, service)] if self.token else []
 
     def client_interceptors(self) -> list[grpc.UnaryUnaryClientInterceptor]:
         return [TokenClientInterceptor(self.token)] if self.token else []
@@ -160,10 +162,13 @@ def check_exposure(auth: ServiceAuth, host: str, *, what: str) -> None:
 
 class TokenServerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Refuses every call but health without the deployment token: ``UNAUTHENTICATED``, naming the
-    header and the setting, before the handler (or the request's deserialisation) runs."""
+    header and the setting, before the handler (or the request's deserialisation) runs. Each refusal
+    of a Rampart method is counted (``rampart_requests_total{code="unauthenticated"}``): a stranger
+    probing the port, or a service with a stale token, shows on the dashboards."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, service: str = "grpc") -> None:
         self._expected = token.encode()
+        self._service = service
 
     async def intercept_service(
         self,
@@ -174,6 +179,8 @@ class TokenServerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(details)
         if handler is None or method.startswith(HEALTH_METHODS) or self._valid(details.invocation_metadata):
             return handler
+        if method.startswith(RAMPART_METHODS):  # a served method: a closed set of labels
+            record_request(self._service, method.rsplit("/", 1)[-1], ErrorCode.UNAUTHENTICATED.value)
         return _refusal(handler, method)
 
     def _valid(self, metadata: Any) -> bool:

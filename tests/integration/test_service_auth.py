@@ -17,6 +17,7 @@ import pytest
 from google.protobuf import empty_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client import REGISTRY
 from pydantic import SecretStr
 from rampart.ingest.v1 import ingest_pb2
 from rampart.links.v1 import links_pb2
@@ -116,12 +117,19 @@ def call_every_method(channel: grpc.Channel, metadata: tuple[tuple[str, str], ..
 
 
 def test_calls_without_the_token_fail_unauthenticated(token_only: Served) -> None:
+    counted = REGISTRY.get_sample_value(
+        "rampart_requests_total", {"service": "retrieval", "method": "Chunks", "code": "unauthenticated"}
+    )
     with grpc.insecure_channel(token_only.address) as channel:
         refused = call_every_method(channel)
         wrong = call_every_method(channel, ((INTERNAL_TOKEN_HEADER, "not-the-token"),))
         assert len(refused) >= 15  # IndexService's 15, Named, Search, Stats
         assert set(refused.values()) == {"UNAUTHENTICATED"}, refused
         assert set(wrong.values()) == {"UNAUTHENTICATED"}, wrong
+        now = REGISTRY.get_sample_value(
+            "rampart_requests_total", {"service": "retrieval", "method": "Chunks", "code": "unauthenticated"}
+        )
+        assert (now or 0) - (counted or 0) == 2  # each refusal counted: strangers show on dashboards
         # with it, the same empty requests reach the handlers (which refuse or answer them)
         allowed = call_every_method(channel, ((INTERNAL_TOKEN_HEADER, TOKEN),))
         assert "UNAUTHENTICATED" not in allowed.values() and "OK" in allowed.values()
