@@ -115,7 +115,7 @@ def open_channel(
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.enable_retries", 0),  # tenacity retries, with our own rules
-        *auth.channel_options(),
+        *auth.channel_options(_replica_hosts(target)),
     ]
     credentials = auth.channel_credentials()
     if credentials is None:
@@ -124,6 +124,13 @@ def open_channel(
         channel = grpc.secure_channel(target, credentials, options=options)
     interceptors = auth.client_interceptors()
     return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
+
+
+def _replica_hosts(target: str) -> list[str] | None:
+    """The hosts of an ``ipv4:`` list target (:func:`channel_target`), ``None`` for any other."""
+    if not target.startswith("ipv4:"):
+        return None
+    return [part.rpartition(":")[0] for part in target.removeprefix("ipv4:").split(",")]
 
 
 def error_from_rpc(exc: grpc.RpcError, *, address: str, method: str) -> RampartError:

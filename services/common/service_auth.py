@@ -125,10 +125,26 @@ class ServiceAuth:
             root_certificates=self.tls.ca, private_key=self.tls.key, certificate_chain=self.tls.cert
         )
 
-    def channel_options(self) -> list[tuple[str, Any]]:
-        if self.tls is not None and self.tls.server_name:
-            return [("grpc.ssl_target_name_override", self.tls.server_name)]
-        return []
+    def channel_options(self, replicas: list[str] | None = None) -> list[tuple[str, Any]]:
+        """The name the servers' certificates are checked against: ``server_name`` when set. A list of
+        replicas (``replicas``: their hosts) has no name of its own (gRPC would check the whole list and
+        fail), so it is checked against its one host (the stack: every replica on 127.0.0.1); replicas
+        on several hosts need ``server_name``, a SAN on each one's certificate."""
+        if self.tls is None:
+            return []
+        name = self.tls.server_name
+        if name is None and replicas:
+            hosts = sorted(set(replicas))
+            if len(hosts) > 1:
+                raise RampartError(
+                    ErrorCode.FAILED_PRECONDITION,
+                    f"mTLS to replicas on several hosts ({', '.join(hosts)}) needs the name their certificates "
+                    "share: set RAMPART_REMOTE__TLS__SERVER_NAME to a SAN on each (or list one name as "
+                    "dns:///name:port)",
+                    field="remote.tls.server_name",
+                )
+            name = hosts[0]
+        return [("grpc.ssl_target_name_override", name)] if name else []
 
     def server_interceptors(self, service: str = "grpc") -> list[grpc.aio.ServerInterceptor]:
         return [TokenServerInterceptor(self.token, service)] if self.token else []

@@ -26,7 +26,7 @@ from rampart.retrieval.v1 import index_pb2, retrieval_pb2
 from services.common.config import GrpcServerSettings, RemoteSettings, ServiceTlsSettings
 from services.common.dev_certs import DevCerts, make_dev_certs
 from services.common.errors import ErrorCode, RampartError
-from services.common.grpc_client import open_channel
+from services.common.grpc_client import check_ready, open_channel
 from services.common.grpc_server import GrpcServer
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.net import free_port
@@ -297,3 +297,36 @@ def test_ingest_and_retrieval_processes_talk_over_mtls_and_refuse_strangers(
                 call(empty_pb2.Empty(), timeout=5)
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, method.name
         ch.close()
+
+
+def test_mtls_to_replicas_listed_by_ip(certs: DevCerts) -> None:
+    """An ``ipv4:`` list has no name of its own: its one host is checked (the stack's replicas); on
+    several hosts the shared name must be configured."""
+    loop = BackgroundLoop()
+    auth = ServiceAuth.from_settings(remote(certs, "retrieval"))
+    servers = [
+        GrpcServer(GrpcServerSettings(port=free_port()), name="retrieval", auth=auth) for _ in range(2)
+    ]
+    try:
+        ports = [loop.run(s.start()) for s in servers]
+        for s in servers:
+            loop.run(s.set_serving())
+        listed = ",".join(f"127.0.0.1:{p}" for p in ports)
+        channel = open_channel(listed, auth=ServiceAuth.from_settings(remote(certs)))
+        assert check_ready(channel, timeout_s=5)
+        channel.close()
+        with pytest.raises(RampartError) as err:
+            open_channel(
+                f"127.0.0.1:{ports[0]},127.0.0.2:{ports[1]}", auth=ServiceAuth.from_settings(remote(certs))
+            )
+        assert "RAMPART_REMOTE__TLS__SERVER_NAME" in err.value.message
+        named = remote(certs).model_copy(
+            update={"tls": remote(certs).tls.model_copy(update={"server_name": "localhost"})}
+        )
+        channel = open_channel(listed, auth=ServiceAuth.from_settings(named))  # a SAN of every certificate
+        assert check_ready(channel, timeout_s=5)
+        channel.close()
+    finally:
+        for s in servers:
+            loop.run(s.stop(0))
+        loop.close()
