@@ -27,6 +27,7 @@ from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
 from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
 from services.retrieval.fusion import weights_problem
+from services.retrieval.graph.config import MAX_GRAPH_DEPTH
 
 
 class ErrorBody(BaseModel):
@@ -116,6 +117,14 @@ class FusionOptions(Strict):
         le=MAX_BACKLINKS,
         description="With link_seeds: at most this many pages that name a seed join the head (0 = off); "
         "linked corpus profile only",
+    )
+    graph_depth: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=MAX_GRAPH_DEPTH,
+        description="Entity -> passage hops of the graph's walk when weights give graph a share "
+        "(default graph.depth)",
     )
     bounds: dict[str, BoundsIn] | None = Field(
         default=None,
@@ -290,6 +299,14 @@ class AdaptiveOut(BaseModel):
     session_id: str | None = Field(default=None, description="Send it with the next turn")
 
 
+class GraphOut(BaseModel):
+    status: Literal["used", "no_graph", "no_entity"] = Field(
+        description="used; no_graph (the index stores no graph: listed in degraded too); no_entity (the "
+        "query names nothing the graph knows: BM25 and dense carried the search)"
+    )
+    linked: list[str] = Field(description="The query's entities the walk started from")
+
+
 class SearchResponse(BaseModel):
     query: str
     results: list[SearchHit]
@@ -308,6 +325,9 @@ class SearchResponse(BaseModel):
         description="Fewer than factcheck.min_keep results were RELEVANT: non-adversarial ones were re-admitted",
     )
     adaptive: AdaptiveOut | None = Field(default=None, description="Present when the request was adaptive")
+    graph: GraphOut | None = Field(
+        default=None, description="Present when the search asked for the knowledge graph (weights.graph > 0)"
+    )
     request_id: str
     trace_id: str | None = Field(
         default=None,

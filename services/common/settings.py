@@ -29,6 +29,7 @@ from services.orchestrator.routing.config import RoutingSettings
 from services.orchestrator.serving.config import ServeSettings
 from services.rerank.config import RerankSettings
 from services.retrieval.config import EmbeddingSettings, FusionSettings, IndexSettings, OpenSearchSettings
+from services.retrieval.graph.config import GraphSettings
 from services.stack.config import StackSettings
 
 
@@ -59,6 +60,7 @@ class RampartSettings(BaseSettings):
     index: IndexSettings = IndexSettings()
     opensearch: OpenSearchSettings = OpenSearchSettings()
     fusion: FusionSettings = FusionSettings()
+    graph: GraphSettings = GraphSettings()
     rerank: RerankSettings = RerankSettings()
     factcheck: FactCheckSettings = FactCheckSettings()
     gateway: GatewaySettings = GatewaySettings()

@@ -188,6 +188,7 @@ class DocumentStatus(BaseModel):
 class Retriever(StrEnum):
     BM25 = "bm25"
     DENSE = "dense"
+    GRAPH = "graph"  # the knowledge graph's walk (docs/graph.md): a third list, fused with the others
 
 
 class FusionMethod(StrEnum):

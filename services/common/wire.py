@@ -35,6 +35,9 @@ from services.common.verdicts import Judgement, Verdict
 from services.retrieval.capabilities import Copies
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds, weights_problem
+from services.retrieval.graph.config import MAX_GRAPH_DEPTH
+from services.retrieval.graph.entities import MAX_KEY_CHARS
+from services.retrieval.graph.stream import GraphResult, GraphStatus
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 from services.retrieval.links import wire as link_wire
 
@@ -286,7 +289,10 @@ def document_write_to_pb(d: DocumentWrite) -> index_pb2.DocumentWrite:
 
 def chunk_write_to_pb(c: ChunkWrite) -> index_pb2.ChunkWrite:
     m = index_pb2.ChunkWrite(
-        chunk=chunk_to_pb(c.chunk), token_len=c.token_len, vector=vector_to_bytes(c.vector)
+        chunk=chunk_to_pb(c.chunk),
+        token_len=c.token_len,
+        vector=vector_to_bytes(c.vector),
+        entities=list(c.entities),
     )
     if c.claim_vector is not None:
         m.claim_vector = vector_to_bytes(c.claim_vector)
@@ -306,7 +312,24 @@ def chunk_write_from_pb(
             if m.HasField("claim_vector")
             else None
         ),
+        entities=_entities_from_pb(m.entities, what=f"{what}.entities"),
     )
+
+
+MAX_WIRE_ENTITIES = 1_024  # per chunk: ingest keeps graph.max_entities_per_chunk (≤ 1024) of them
+
+
+def _entities_from_pb(keys: Any, *, what: str) -> tuple[str, ...]:
+    """A chunk's entity keys as sent, bounded: a write cannot grow the graph without limit."""
+    if len(keys) > MAX_WIRE_ENTITIES:
+        raise invalid(f"{what} has {len(keys)} keys; send at most {MAX_WIRE_ENTITIES}", field=what)
+    for key in keys:
+        if not key or len(key) > MAX_KEY_CHARS:
+            raise invalid(
+                f"{what} holds a key of {len(key)} characters; keys are 1..{MAX_KEY_CHARS} (entity_key)",
+                field=what,
+            )
+    return tuple(keys)
 
 
 def document_write_from_pb(m: index_pb2.DocumentWrite, *, dim: int | None = None) -> DocumentWrite:
@@ -457,6 +480,8 @@ def search_request_to_pb(query: str, principal: Principal, p: SearchParams) -> r
     links = link_wire.options_to_pb(p.links)
     if links is not None:
         m.links.CopyFrom(links)
+    if p.graph_depth is not None:
+        m.graph_depth = p.graph_depth
     return m
 
 
@@ -479,6 +504,10 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         if value < low or (high is not None and value > high):
             bound = f">= {low}" if high is None else f"within {low}..{high}"
             raise invalid(f"{name} = {value} must be {bound}", field=name, value=value)
+    if m.HasField("graph_depth") and not 1 <= m.graph_depth <= MAX_GRAPH_DEPTH:
+        raise invalid(
+            f"graph_depth = {m.graph_depth} must be within 1..{MAX_GRAPH_DEPTH}", field="graph_depth"
+        )
     for name, cosine in (("copy_expand", m.copy_expand), ("copy_overlap", m.copy_overlap)):
         if not 0.0 <= cosine <= 1.0:
             raise invalid(f"{name} = {cosine} must be within 0..1 (0 = none)", field=name, value=cosine)
@@ -502,6 +531,7 @@ def search_request_from_pb(m: retrieval_pb2.SearchRequest) -> tuple[str, Princip
         copy_expand=m.copy_expand,
         copy_overlap=m.copy_overlap,
         links=link_wire.options_from_pb(m.links if m.HasField("links") else None),
+        graph_depth=m.graph_depth if m.HasField("graph_depth") else None,
     )
     return m.query, principal_from_pb(m.principal), params
 
@@ -517,6 +547,9 @@ def outcome_to_pb(o: SearchOutcome) -> retrieval_pb2.SearchResponse:
         copy_leads=link_wire.leads_to_pb(
             {h.chunk.chunk_id: h.copy_leads for h in o.hits if h.copy_leads is not None}
         ),
+        graph=retrieval_pb2.GraphOutcome(status=o.graph.status.value, linked=o.graph.linked)
+        if o.graph is not None
+        else None,
     )
 
 
@@ -529,4 +562,16 @@ def outcome_from_pb(m: retrieval_pb2.SearchResponse) -> SearchOutcome:
         degraded=list(m.degraded),
         filtered=[judgement_from_pb(j) for j in m.filtered],
         fallback=m.fallback,
+        graph=GraphResult([], _reverse_status(m.graph.status), linked=list(m.graph.linked))
+        if m.HasField("graph")
+        else None,
     )
+
+
+def _reverse_status(status: str) -> GraphStatus:
+    """A ``GraphOutcome.status`` string as the enum (an unknown one, from a newer server, as
+    ``no_graph``: the search says it went without the graph rather than failing)."""
+    try:
+        return GraphStatus(status)
+    except ValueError:
+        return GraphStatus.NO_GRAPH

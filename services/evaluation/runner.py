@@ -175,10 +175,12 @@ def _hybrid_weights(spec: str, weight: str, settings: RampartSettings) -> dict[s
 
 
 def index_cache_key(dataset: BeirDataset, settings: RampartSettings, embedder: Embedder) -> str:
-    """Content hash of the corpus + everything that changes the index (model, chunking, BM25)."""
+    """Content hash of the corpus + everything that changes the index (model, chunking, BM25, the
+    graph's extraction)."""
     config = (
         settings.chunking.model_dump_json()
         + settings.index.model_dump_json(include={"vector_kind"})
+        + settings.graph.model_dump_json(include={"extractor", "max_entities_per_chunk", "max_chars"})
         + embedder.model_id
     )
     h = hashlib.sha256(config.encode()).hexdigest()[:10]

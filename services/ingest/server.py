@@ -76,6 +76,7 @@ class IngestApp:
                 max_document_bytes=settings.gateway.max_document_bytes,
                 claim_vectors=settings.index.claim_vectors,
                 parsing=settings.parsing,
+                graph=settings.graph,
             ),
             self.journal,
             retry_max_s=cfg.retry_max_s,

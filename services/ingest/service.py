@@ -29,6 +29,8 @@ from services.ingest.parsing import parse_bytes, parse_text
 from services.ingest.parsing.isolated import IsolatedParser
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.embedder import Embedder
+from services.retrieval.graph.config import GraphSettings
+from services.retrieval.graph.entities import EntityExtractor, NoExtractor, entity_text, open_extractor
 from services.retrieval.index import SearchIndex
 
 log = logging.getLogger(__name__)
@@ -78,14 +80,17 @@ class IngestService:
         max_document_bytes: int,
         claim_vectors: bool = True,
         parse_timeout_s: float = ParsingSettings().timeout_s,
+        extractor: EntityExtractor | None = None,
     ) -> None:
         """``parse_timeout_s``: the parsing budget per document (``parsing.timeout_s``); 0 parses in this
-        process, without a bound."""
+        process, without a bound. ``extractor``: the knowledge graph's (each chunk's entities are stored
+        with it); ``None`` stores none."""
         self.index = index
         self.embedder = embedder
         self.chunker = chunker
         self.max_document_bytes = max_document_bytes
         self.claim_vectors = claim_vectors
+        self.extractor = extractor or NoExtractor()
         self._parser = IsolatedParser(parse_timeout_s) if parse_timeout_s > 0 else None
         # One batch at a time: the version check and the write must not interleave with another
         # batch's (v3 then v2 must never end with v2). Embedding saturates the cores anyway;
@@ -102,11 +107,13 @@ class IngestService:
         max_document_bytes: int,
         claim_vectors: bool,
         parsing: ParsingSettings | None = None,
+        graph: GraphSettings | None = None,
     ) -> IngestService:
         """The one way to build the service: the chunker from ``chunking``, the parsing budget from
         ``parsing`` (default: its defaults); the document limit the gateway enforces
         (``gateway.max_document_bytes``) and whether the index keeps claim vectors
-        (``index.claim_vectors``) come as values, set in those stages' settings."""
+        (``index.claim_vectors``) come as values, set in those stages' settings; the entity extractor
+        from ``graph`` (default: none, no graph)."""
         return cls(
             index,
             embedder,
@@ -114,6 +121,7 @@ class IngestService:
             max_document_bytes=max_document_bytes,
             claim_vectors=claim_vectors,
             parse_timeout_s=(parsing or ParsingSettings()).timeout_s,
+            extractor=open_extractor(graph) if graph is not None else None,
         )
 
     def close(self) -> None:
@@ -317,6 +325,8 @@ class IngestService:
         with stage_span("rampart.ingest.embed", chunks=len(texts), claim_vectors=bool(claims)):
             both = self.embedder.embed(texts + claims)
         vectors, claim_vectors = both[: len(texts)], both[len(texts) :]
+        with stage_span("rampart.ingest.entities", chunks=len(texts)):
+            entities = self.extractor.extract([entity_text(c) for c in flat])
         lengths = self.index.token_lengths(texts)  # one call for the batch: one RPC for a remote index
         row = 0
         batch: list[DocumentWrite] = []
@@ -326,7 +336,7 @@ class IngestService:
             for c in chunks:
                 c = c.model_copy(update={"trust": trust}) if trust else c
                 claim = claim_vectors[row] if claims else None
-                filled.append(ChunkWrite(c, lengths[row], vectors[row], claim))
+                filled.append(ChunkWrite(c, lengths[row], vectors[row], claim, tuple(entities[row])))
                 row += 1
             batch.append(
                 DocumentWrite(

@@ -85,11 +85,15 @@ def plan_chain(chain: ChainSettings, plan: RoutePlan) -> ChainSettings:
 
 
 def plan_weights(plan: RoutePlan) -> dict[str, float]:
-    """BM25/dense weights of a plan; the KG's share is spread over them until a KG is indexed."""
-    total = plan.bm25_weight + plan.dense_weight
-    if total <= 0:
-        return {"bm25": 0.5, "dense": 0.5}
-    return {"bm25": plan.bm25_weight / total, "dense": plan.dense_weight / total}
+    """A plan's fusion weights: BM25, dense and the knowledge graph's (HyPA's three streams). A
+    search whose index stores no graph, or whose query names nothing the graph knows, drops the
+    graph's share and fuses the other two (the response says which, docs/graph.md)."""
+    weights = {"bm25": plan.bm25_weight, "dense": plan.dense_weight}
+    if plan.kg_weight > 0:
+        weights["graph"] = plan.kg_weight
+    if plan.bm25_weight + plan.dense_weight <= 0:
+        weights.update(bm25=0.5, dense=0.5)
+    return weights
 
 
 def orders_pairs(route: Route) -> bool:
@@ -233,7 +237,11 @@ class Orchestrator:
         if not routed:
             return self.pipeline.params(top_k=top, filters=ask.filters)
         return self.pipeline.params(
-            top_k=top, weights=plan_weights(plan), candidates=plan.candidates, filters=ask.filters
+            top_k=top,
+            weights=plan_weights(plan),
+            candidates=plan.candidates,
+            filters=ask.filters,
+            graph_depth=max(plan.kg_depth, 1),
         )
 
     def _retrieve(

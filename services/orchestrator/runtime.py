@@ -123,6 +123,7 @@ class Runtime:
             max_document_bytes=settings.gateway.max_document_bytes,
             claim_vectors=settings.index.claim_vectors,
             parsing=settings.parsing,
+            graph=settings.graph,
         )
         cache = ScoreCache(settings.rerank.cache_size) if settings.rerank.cache_size else None
         checker = build_fact_checker(

@@ -67,6 +67,15 @@ CREATE TABLE IF NOT EXISTS names (
     PRIMARY KEY (tenant, name, doc_id)
 );
 CREATE INDEX IF NOT EXISTS names_by_doc ON names (tenant, doc_id);
+-- the knowledge graph (docs/graph.md): chunk cid mentions entity (graph.entities.entity_key); an edge
+-- between two passages is an entity both mention, so the graph is exactly as readable as its passages
+CREATE TABLE IF NOT EXISTS mentions (
+    tenant TEXT NOT NULL,
+    entity TEXT NOT NULL,
+    cid INTEGER NOT NULL,
+    PRIMARY KEY (tenant, entity, cid)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS mentions_by_cid ON mentions (cid);
 """
 # set once the names table holds every stored document's name as the current ``titles.name_key``
 # spells it (v2: HTML character references in titles decoded); a store marked otherwise is rebuilt
@@ -90,6 +99,8 @@ class ChunkWrite:
     token_len: int
     vector: npt.NDArray[np.float32]
     claim_vector: npt.NDArray[np.float32] | None = None
+    # the chunk's entity keys (graph.entities.entity_key spellings): its edges in the knowledge graph
+    entities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,12 +220,14 @@ class DocStore:
         now = time.time()
         with self._tx() as db:
             for d in docs:
-                removed += [
+                old = [
                     r[0]
                     for r in db.execute(
                         "SELECT cid FROM chunks WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id)
                     )
                 ]
+                removed += old
+                db.executemany("DELETE FROM mentions WHERE cid=?", [(c,) for c in old])
                 db.execute("DELETE FROM chunks WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
                 db.execute("DELETE FROM acl WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
                 db.execute("DELETE FROM names WHERE tenant=? AND doc_id=?", (d.tenant, d.doc_id))
@@ -245,6 +258,10 @@ class DocStore:
                     )
                     assert cur.lastrowid is not None
                     added.append(cur.lastrowid)
+                    db.executemany(
+                        "INSERT OR IGNORE INTO mentions (tenant, entity, cid) VALUES (?,?,?)",
+                        [(d.tenant, key, cur.lastrowid) for key in cw.entities],
+                    )
                 db.execute(
                     "INSERT INTO documents (tenant, doc_id, version, state, content_hash, title, source, "
                     "acl_json, metadata_json, chunks, error, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,NULL,?) "
@@ -276,6 +293,7 @@ class DocStore:
                 r[0]
                 for r in db.execute("SELECT cid FROM chunks WHERE tenant=? AND doc_id=?", (tenant, doc_id))
             ]
+            db.executemany("DELETE FROM mentions WHERE cid=?", [(c,) for c in removed])
             db.execute("DELETE FROM chunks WHERE tenant=? AND doc_id=?", (tenant, doc_id))
             db.execute("DELETE FROM acl WHERE tenant=? AND doc_id=?", (tenant, doc_id))
             db.execute("DELETE FROM names WHERE tenant=? AND doc_id=?", (tenant, doc_id))
@@ -307,20 +325,54 @@ class DocStore:
             "SELECT DISTINCT c.cid FROM acl a JOIN chunks c ON c.tenant=a.tenant AND c.doc_id=a.doc_id "
             f"JOIN documents d ON d.tenant=c.tenant AND d.doc_id=c.doc_id WHERE a.tenant=? AND a.token IN ({marks})"
         )
-        args: list[object] = [tenant, *acl_tokens]
-        if filters is not None:
-            if filters.doc_ids:
-                sql += f" AND c.doc_id IN ({','.join('?' * len(filters.doc_ids))})"
-                args += filters.doc_ids
-            if filters.sources:
-                sql += f" AND d.source IN ({','.join('?' * len(filters.sources))})"
-                args += filters.sources
-            for key, value in filters.metadata.items():
-                sql += " AND json_extract(d.metadata_json, ?) = ?"
-                args += [f'$."{key}"', value]
+        where, extra = _filter_sql(filters)
         with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
+            rows = self._db.execute(sql + where, [tenant, *acl_tokens, *extra]).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def entity_postings(
+        self,
+        tenant: str,
+        acl_tokens: Sequence[str],
+        keys: Sequence[str],
+        limit: int,
+        filters: SearchFilters | None = None,
+    ) -> dict[str, list[int]]:
+        """Per entity key: the chunk ids of indexed documents this tenant + ACL token set (and
+        filters) may read that mention it, ascending, at most ``limit`` (the graph's reads)."""
+        if not keys or not acl_tokens:
+            return {}
+        where, extra = _filter_sql(filters)
+        tokens = ",".join("?" * len(acl_tokens))
+        out: dict[str, list[int]] = {}
+        with self._lock:
+            for start in range(0, len(keys), 400):
+                part = list(keys[start : start + 400])
+                sql = (
+                    "SELECT entity, cid FROM (SELECT m.entity, m.cid, ROW_NUMBER() OVER (PARTITION BY "
+                    "m.entity ORDER BY m.cid) AS rn FROM mentions m JOIN chunks c ON c.cid=m.cid JOIN "
+                    "documents d ON d.tenant=c.tenant AND d.doc_id=c.doc_id WHERE m.tenant=? AND "
+                    f"m.entity IN ({','.join('?' * len(part))}) AND d.state=? AND EXISTS (SELECT 1 FROM "
+                    f"acl a WHERE a.tenant=c.tenant AND a.doc_id=c.doc_id AND a.token IN ({tokens})){where}"
+                    ") WHERE rn <= ? ORDER BY entity, cid"
+                )
+                args = [tenant, *part, DocumentState.INDEXED.value, *acl_tokens, *extra, limit]
+                for entity, cid in self._db.execute(sql, args):
+                    out.setdefault(entity, []).append(int(cid))
+        return out
+
+    def chunk_entities(self, cids: Sequence[int]) -> dict[int, list[str]]:
+        """Each chunk's entity keys (no ACL here: callers pass only ids they may read)."""
+        out: dict[int, list[str]] = {}
+        with self._lock:
+            for start in range(0, len(cids), 500):
+                part = list(cids[start : start + 500])
+                rows = self._db.execute(
+                    f"SELECT cid, entity FROM mentions WHERE cid IN ({','.join('?' * len(part))})", part
+                )
+                for cid, entity in rows:
+                    out.setdefault(int(cid), []).append(entity)
+        return out
 
     def named_chunks(self, tenant: str, keys: Sequence[str]) -> list[tuple[str, str, int]]:
         """``(name, doc_id, cid of its first chunk)`` of the tenant's documents named by any of
@@ -444,6 +496,23 @@ class DocStore:
     def counts_by_state(self) -> dict[str, int]:
         with self._lock:
             return {s: n for s, n in self._db.execute("SELECT state, count(*) FROM documents GROUP BY state")}
+
+
+def _filter_sql(filters: SearchFilters | None) -> tuple[str, list[object]]:
+    """``(" AND ...", args)`` restricting chunk ``c`` of document ``d`` to ``filters`` (none: no-op)."""
+    sql = ""
+    args: list[object] = []
+    if filters is not None:
+        if filters.doc_ids:
+            sql += f" AND c.doc_id IN ({','.join('?' * len(filters.doc_ids))})"
+            args += filters.doc_ids
+        if filters.sources:
+            sql += f" AND d.source IN ({','.join('?' * len(filters.sources))})"
+            args += filters.sources
+        for key, value in filters.metadata.items():
+            sql += " AND json_extract(d.metadata_json, ?) = ?"
+            args += [f'$."{key}"', value]
+    return sql, args
 
 
 def _acl_tokens(acl_json: str) -> list[str]:

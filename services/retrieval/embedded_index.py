@@ -31,6 +31,7 @@ from services.retrieval.capabilities import (
 )
 from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import DocStore, DocumentWrite
+from services.retrieval.graph.reads import MAX_KEYS, GraphReads
 from services.retrieval.index import Hits
 from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
 from services.retrieval.vector_index import FaissVectorIndex
@@ -41,7 +42,7 @@ RESCORE_DEPTH = 4  # candidates per wanted hit when rescored (other k1/b, or per
 RESCORE_MIN = 200
 
 
-class EmbeddedIndex(CheckReads, LinkReads):
+class EmbeddedIndex(CheckReads, LinkReads, GraphReads):
     """A ``SearchIndex`` on local disk that also serves the fact-check's and linking's reads (see the
     module doc for its storage and recovery)."""
 
@@ -425,6 +426,28 @@ class EmbeddedIndex(CheckReads, LinkReads):
 
     def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
         return {cid: sc.chunk for cid, sc in self.store.get_chunks(cids).items()}
+
+    # ---- the knowledge graph's reads (GraphReads) ----------------------------------------------------
+    def entity_postings(
+        self,
+        keys: Sequence[str],
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+    ) -> dict[str, list[int]]:
+        if len(keys) > MAX_KEYS:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{len(keys)} entity keys in one read; send at most {MAX_KEYS}",
+                keys=len(keys),
+            )
+        if limit < 1:
+            raise RampartError(ErrorCode.INVALID_ARGUMENT, f"limit = {limit}; use 1 or more", limit=limit)
+        return self.store.entity_postings(principal.tenant, principal.acl_tokens(), keys, limit, filters)
+
+    def chunk_entities(self, cids: Sequence[int]) -> dict[int, list[str]]:
+        return self.store.chunk_entities(cids)
 
     def stats(self) -> dict[str, int]:
         n_chunks, _ = self.store.length_stats()

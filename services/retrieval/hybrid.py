@@ -24,11 +24,16 @@ from services.retrieval.config import FusionSettings
 from services.retrieval.copy_overlap import copy_overlaps
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, Fused, fuse
+from services.retrieval.graph.config import MAX_GRAPH_DEPTH
+from services.retrieval.graph.stream import GraphResult, GraphStatus, GraphStream
 from services.retrieval.index import SearchIndex
 from services.retrieval.links.leads import copy_leads
 from services.retrieval.links.options import NO_LINKS, LinkOptions
 from services.retrieval.links.stream import LINK_SCORES, LinkStream
 
+# the graph's scores are already 0..1 (walk.MASS_FLOOR): min-max over its own list would put its last
+# passage at 0 however close it is to the seeds
+GRAPH_BOUNDS = {Retriever.GRAPH.value: Bounds(0.0, 1.0)}
 # other documents whose claim-vector cosine is reported per result (the fact-check counts those above
 # its threshold; more than a handful of copies adds nothing to the decision)
 COPY_LIMIT = 8
@@ -59,6 +64,8 @@ class SearchParams:
     copy_overlap: float = 0.0
     # the linked corpus profile's extension (link stream, back-links, copy leads); none by default
     links: LinkOptions = NO_LINKS
+    # entity -> passage hops of the graph stream (weights["graph"] > 0); None: graph.depth
+    graph_depth: int | None = None
 
     @classmethod
     def from_settings(
@@ -75,6 +82,7 @@ class SearchParams:
         filters: SearchFilters | None = None,
         link_seeds: int | None = None,
         backlinks: int | None = None,
+        graph_depth: int | None = None,
     ) -> SearchParams:
         """Settings' defaults, overridden by whatever the request gives (``None`` = not given)."""
         return cls(
@@ -92,6 +100,7 @@ class SearchParams:
                 seeds=link_seeds if link_seeds is not None else s.link_seeds,
                 backlinks=backlinks if backlinks is not None else s.backlinks,
             ),
+            graph_depth=graph_depth,
         )
 
 
@@ -103,13 +112,17 @@ class SearchOutcome:
     degraded: list[str] = field(default_factory=list)  # stages skipped (e.g. "rerank"), docs/architecture.md
     filtered: list[Judgement] = field(default_factory=list)  # judged and withheld by the fact-check
     fallback: bool = False  # fewer than factcheck.min_keep passed: non-adversarial ones re-admitted
+    graph: GraphResult | None = None  # the graph stream's outcome, when the search asked for it
 
 
 class HybridRetriever:
-    def __init__(self, index: SearchIndex, embedder: Embedder) -> None:
+    def __init__(self, index: SearchIndex, embedder: Embedder, graph: GraphStream | None = None) -> None:
+        """``graph``: the knowledge graph's stream (``None``: a search asking for it is flagged
+        degraded and carried by BM25 and dense)."""
         self.index = index
         self.embedder = embedder
         self.links = LinkStream(index)
+        self.graph = graph
 
     def close(self) -> None:
         """Nothing of its own to release: the index belongs to whoever opened it."""
@@ -137,6 +150,7 @@ class HybridRetriever:
         depth = max(params.candidates, params.top_k)
         lists: dict[str, list[tuple[int, float]]] = {}
         timings: dict[str, float] = {}
+        graph = self._graph(query, principal, params, weights, lists, timings)
         if Retriever.BM25.value in weights:
             t0 = time.perf_counter()
             lists["bm25"] = self.index.bm25(query, principal, depth, filters=params.filters)
@@ -149,17 +163,19 @@ class HybridRetriever:
             timings["dense"] = (time.perf_counter() - t0) * 1000
         own_ranks = {name: [k for k, _ in hits] for name, hits in lists.items()}
         found = {name: len(hits) for name, hits in lists.items()}
-        if params.fill_missing and len(lists) == 2:
+        if params.fill_missing and Retriever.BM25.value in lists and Retriever.DENSE.value in lists:
             t0 = time.perf_counter()
             self._fill(query, vector, principal, lists, params.filters)
             timings["fill"] = (time.perf_counter() - t0) * 1000
+        if Retriever.GRAPH.value in lists:
+            _unreached(lists)
         t0 = time.perf_counter()
         fused = fuse(
             lists,
             weights,
             method=params.method,
             rrf_k=params.rrf_k,
-            bounds=params.bounds,
+            bounds={**GRAPH_BOUNDS, **params.bounds},
             rank_lists=own_ranks,
         )[: params.top_k]
         chunks = self.index.chunks([f.key for f in fused], principal)
@@ -200,7 +216,43 @@ class HybridRetriever:
         timings["fuse"] = (
             (time.perf_counter() - t0) * 1000 - timings.get("copies", 0.0) - timings.get("link", 0.0)
         )
-        return SearchOutcome(hits=hits, timings_ms=timings, candidates=found)
+        outcome = SearchOutcome(hits=hits, timings_ms=timings, candidates=found, graph=graph)
+        if graph is not None and graph.status is GraphStatus.NO_GRAPH:
+            outcome.degraded.append("graph")
+        return outcome
+
+    def _graph(
+        self,
+        query: str,
+        principal: Principal,
+        params: SearchParams,
+        weights: dict[str, float],
+        lists: dict[str, list[tuple[int, float]]],
+        timings: dict[str, float],
+    ) -> GraphResult | None:
+        """The graph stream's list into ``lists`` when ``weights`` asks for it. Without a graph (no
+        stream, or an index that stores none) its weight is dropped, so BM25 and dense carry the
+        search; the outcome says why (:class:`GraphStatus`)."""
+        if Retriever.GRAPH.value not in weights:
+            return None
+        t0 = time.perf_counter()
+        if self.graph is None:
+            result = GraphResult([], GraphStatus.NO_GRAPH)
+        else:
+            hops = params.graph_depth or self.graph.settings.depth
+            result = self.graph.search(query, principal, hops, filters=params.filters)
+        timings["graph"] = (time.perf_counter() - t0) * 1000
+        if result.hits:
+            lists[Retriever.GRAPH.value] = result.hits
+        elif len(weights) > 1:
+            del weights[Retriever.GRAPH.value]
+        else:
+            raise invalid(
+                f"the graph found nothing for this query ({result.status.value}) and it was the only "
+                "retriever asked for; give bm25 or dense a weight > 0",
+                field="weights",
+            )
+        return result
 
     def _link(
         self,
@@ -278,12 +330,27 @@ class HybridRetriever:
                 lists["dense"] = lists["dense"] + [(k, cos[k]) for k in need if k in cos]
 
 
+def _unreached(lists: dict[str, list[tuple[int, float]]]) -> None:
+    """Every candidate the walk did not reach gets graph score 0, a real score: fusion's rule for a
+    missing score (the list's worst, for a retriever that stopped at its depth) would credit it with
+    the walk's farthest passage."""
+    graph = lists[Retriever.GRAPH.value]
+    reached = {k for k, _ in graph}
+    others = {k for name, hits in lists.items() if name != Retriever.GRAPH.value for k, _ in hits}
+    lists[Retriever.GRAPH.value] = graph + [(k, 0.0) for k in sorted(others - reached)]
+
+
 def _weights(params: SearchParams) -> dict[str, float]:
     """The retrievers to run and their fusion weights: the known ones with a weight above 0."""
     unknown = set(params.weights) - {r.value for r in Retriever}
     if unknown:
-        raise invalid(f"unknown retriever(s) {sorted(unknown)} in weights; use bm25 and/or dense")
+        raise invalid(f"unknown retriever(s) {sorted(unknown)} in weights; use bm25, dense and/or graph")
     weights = {k: w for k, w in params.weights.items() if w > 0}
     if not weights:
         raise invalid("every retriever weight is 0; give bm25 or dense a weight > 0")
+    if params.graph_depth is not None and not 1 <= params.graph_depth <= MAX_GRAPH_DEPTH:
+        raise invalid(
+            f"graph_depth = {params.graph_depth} is out of range; use 1..{MAX_GRAPH_DEPTH}",
+            field="graph_depth",
+        )
     return weights

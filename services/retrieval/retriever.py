@@ -15,7 +15,8 @@ from services.common.types import Principal
 
 if TYPE_CHECKING:
     from services.retrieval.embedder import Embedder
-    from services.retrieval.hybrid import SearchOutcome, SearchParams
+    from services.retrieval.graph.config import GraphSettings
+    from services.retrieval.hybrid import HybridRetriever, SearchOutcome, SearchParams
     from services.retrieval.index import SearchIndex
 
 
@@ -45,6 +46,15 @@ def build_retriever(settings: RampartSettings, index: SearchIndex, embedder: Emb
         return RemoteRetriever.connect(
             address, settings.remote, max_message_bytes=settings.retrieval_service.max_message_bytes
         )
+    return local_retriever(index, embedder, settings.graph)
+
+
+def local_retriever(index: SearchIndex, embedder: Embedder, graph: GraphSettings | None) -> HybridRetriever:
+    """Hybrid search over ``index`` in this process (the embedded runtime's, the retrieval
+    service's), with the knowledge graph's stream as ``graph`` configures it (``None``: none)."""
+    from services.retrieval.graph.entities import open_extractor
+    from services.retrieval.graph.stream import GraphStream
     from services.retrieval.hybrid import HybridRetriever
 
-    return HybridRetriever(index, embedder)
+    stream = GraphStream(index, open_extractor(graph), graph) if graph is not None else None
+    return HybridRetriever(index, embedder, stream)

@@ -21,11 +21,12 @@ from services.common.service_auth import ServiceAuth
 from services.common.service_telemetry import run_service
 from services.common.settings import RampartSettings
 from services.retrieval.embedder import Embedder
-from services.retrieval.hybrid import HybridRetriever
+from services.retrieval.graph.config import GraphSettings
 from services.retrieval.index import SearchIndex
 from services.retrieval.index_servicer import IndexServicer
 from services.retrieval.links.link_servicer import LINK_SERVICE, LinkServicer
 from services.retrieval.retrieval_servicer import RetrievalServicer
+from services.retrieval.retriever import local_retriever
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,12 @@ class RetrievalApp:
         settings: GrpcServerSettings,
         index: SearchIndex,
         embedder: Embedder | None,
+        graph: GraphSettings | None = None,
         *,
         auth: ServiceAuth | None = None,
     ) -> None:
+        """``graph``: the knowledge graph's settings for the search this server runs (``None``: the
+        search has no graph stream and says so when asked for it)."""
         self.index = index
         self.executor = ThreadPoolExecutor(
             max_workers=min(settings.max_concurrent_rpcs, MAX_WORKERS), thread_name_prefix="retrieval-rpc"
@@ -67,7 +71,7 @@ class RetrievalApp:
         if embedder is not None:
             self.server.add(
                 retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server,
-                RetrievalServicer(HybridRetriever(index, embedder), self.executor),
+                RetrievalServicer(local_retriever(index, embedder, graph), self.executor),
                 RETRIEVAL_SERVICE,
             )
         self.server.on_stop(self.executor.shutdown)
@@ -91,7 +95,11 @@ async def serve(settings: RampartSettings) -> None:
     embedder = build_embedder(settings.embedding, settings.models_dir)
     index = open_stored_index(settings, embedder.dim, embedder.model_id)
     app = RetrievalApp(
-        settings.retrieval_service, index, embedder, auth=ServiceAuth.from_settings(settings.remote)
+        settings.retrieval_service,
+        index,
+        embedder,
+        settings.graph,
+        auth=ServiceAuth.from_settings(settings.remote),
     )
     try:
         await app.start()

@@ -55,7 +55,11 @@ PATHS: list[dict[str, Any]] = [
     {"fusion": {"method": "minmax"}},
     {"fusion": {"method": "zscore", "fill_missing": False}},
     {"fusion": {"method": "rrf"}},
-    {"fusion": {"link_seeds": 20, "backlinks": 10}},  # pages named by / naming the top: readable ones only
+    {"fusion": {"link_seeds": 20, "backlinks": 10}},
+    # the knowledge graph's walk: passages reached through shared entities, readable ones only
+    {
+        "fusion": {"weights": {"bm25": 0.4, "dense": 0.3, "graph": 0.3}, "graph_depth": 3}
+    },  # pages named by / naming the top: readable ones only
     {"fusion": {"method": "minmax", "candidates": 5, "bounds": {"dense": {"low": 0, "high": 1}}}},
     {"filters": {"metadata": {"kind": "memo"}}},
     {"factcheck": {"enabled": False}, "rerank": {"enabled": False}},

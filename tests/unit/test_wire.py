@@ -29,6 +29,7 @@ from services.retrieval.capabilities import Copies
 from services.retrieval.config import FusionSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 from services.retrieval.fusion import Bounds
+from services.retrieval.graph.stream import GraphResult, GraphStatus
 from services.retrieval.hybrid import SearchOutcome, SearchParams
 from services.retrieval.links.options import NO_LINKS, LinkOptions
 
@@ -132,6 +133,18 @@ def test_document_write_round_trip() -> None:
     assert back.chunks[0].chunk == CHUNK and back.chunks[0].token_len == 6
     assert np.array_equal(back.chunks[0].vector, vec)
     assert back.chunks[0].claim_vector is None  # unset stays "not computed"
+
+
+def test_chunk_write_entities_round_trip_and_bounds() -> None:
+    vec = (np.arange(4) / 10).astype(np.float32)
+    m = wire.chunk_write_to_pb(ChunkWrite(CHUNK, 6, vec, entities=("adrian powers", "melbourne")))
+    assert wire.chunk_write_from_pb(bytes_trip(m), dim=4).entities == ("adrian powers", "melbourne")  # type: ignore[arg-type]
+    too_many = wire.chunk_write_to_pb(ChunkWrite(CHUNK, 6, vec, entities=tuple(f"e{i}" for i in range(1025))))
+    with pytest.raises(RampartError, match="at most 1024"):
+        wire.chunk_write_from_pb(too_many, dim=4)
+    too_long = wire.chunk_write_to_pb(ChunkWrite(CHUNK, 6, vec, entities=("x" * 121,)))
+    with pytest.raises(RampartError, match="121 characters"):
+        wire.chunk_write_from_pb(too_long, dim=4)
 
 
 def test_chunk_write_claim_vector_round_trip_and_dim_check() -> None:
@@ -245,6 +258,7 @@ def test_search_request_round_trip_every_param() -> None:
             "copy_expand": 0.7,
             "copy_overlap": 0.8,
             "links": LinkOptions(seeds=3, head=30, backlinks=2, copy_leads=0.8),
+            "graph_depth": 2,
         }
     )
     p = Principal(tenant="acme", user="alice", groups=["eng"])
@@ -275,6 +289,7 @@ def test_outcome_round_trip() -> None:
         candidates={"bm25": 1, "dense": 0},
         degraded=["rerank"],
         fallback=True,
+        graph=GraphResult([], GraphStatus.USED, linked=["forbidden ground"]),
     )
     m = wire.outcome_to_pb(o)
     assert set(m.copy_leads) == {"d1#1"}  # the extension's map, keyed by chunk id
@@ -289,6 +304,7 @@ def test_outcome_round_trip() -> None:
         (lambda m: setattr(m, "copy_depth", 1001), "copy_depth", "copy_depth = 1001"),
         (lambda m: setattr(m, "copy_expand", 1.2), "copy_expand", "copy_expand = 1.2"),
         (lambda m: setattr(m, "copy_overlap", -0.1), "copy_overlap", "copy_overlap = -0.1"),
+        (lambda m: setattr(m, "graph_depth", 4), "graph_depth", "graph_depth = 4"),
         (lambda m: setattr(m.links, "copy_leads", -0.5), "copy_leads", "copy_leads = -0.5"),
         (lambda m: setattr(m.links, "seeds", -1), "link_seeds", "link_seeds = -1"),
         (lambda m: setattr(m.links, "seeds", 21), "link_seeds", "link_seeds = 21"),

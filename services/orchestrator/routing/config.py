@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from services.common.artifact_json import read_table
+from services.retrieval.graph.config import MAX_GRAPH_DEPTH
 
 PLANS_FILE = "plans.json"
 PLANS_FORMAT = "rampart-route-plans-v1"
@@ -36,9 +37,12 @@ class RoutePlan(BaseModel):
         default=0.0,
         ge=0.0,
         le=1.0,
-        description="Knowledge graph's weight; no KG is indexed yet, so it is renormalised away",
+        description="Knowledge graph's fusion weight (docs/graph.md); dropped for a query that names nothing "
+        "the graph knows",
     )
-    kg_depth: int = Field(default=1, ge=0, le=5, description="KG expansion hops (used once a KG exists)")
+    kg_depth: int = Field(
+        default=1, ge=0, le=MAX_GRAPH_DEPTH, description="Entity -> passage hops of the graph's walk (0 = 1)"
+    )
     chain_steps: int | None = Field(
         default=None,
         ge=1,

@@ -90,6 +90,7 @@ class PipelineService:
             fill_missing=f.fill_missing if f else None,
             link_seeds=f.link_seeds if f else None,
             backlinks=f.backlinks if f else None,
+            graph_depth=f.graph_depth if f else None,
             bounds={k: Bounds(v.low, v.high) for k, v in f.bounds.items()} if f and f.bounds else None,
             filters=body.filters,
         )

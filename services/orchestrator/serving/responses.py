@@ -12,6 +12,7 @@ from services.api.schemas import (
     CitationOut,
     FilteredHit,
     GradeOut,
+    GraphOut,
     HopOut,
     RouteOut,
     SearchHit,
@@ -137,6 +138,9 @@ def to_search_response(
         filtered=to_filtered(outcome.filtered),
         factcheck_fallback=outcome.fallback,
         adaptive=adaptive,
+        graph=GraphOut(status=outcome.graph.status.value, linked=outcome.graph.linked)
+        if outcome.graph is not None
+        else None,
         request_id=request_id,
         trace_id=trace_id,
     )

@@ -74,6 +74,7 @@ class ChunkWrite(_message.Message):
     TOKEN_LEN_FIELD_NUMBER: _builtins.int
     VECTOR_FIELD_NUMBER: _builtins.int
     CLAIM_VECTOR_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
     token_len: _builtins.int
     """Analysed token count of the chunk's indexed text."""
     vector: _builtins.bytes
@@ -86,6 +87,12 @@ class ChunkWrite(_message.Message):
     def chunk(self) -> _types_pb2.Chunk:
         """The chunk."""
 
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The chunk's entity keys (services/retrieval/graph/entities.py `entity_key` spellings): its edges in
+        the knowledge graph (docs/graph.md). Empty: the chunk takes no part in the graph.
+        """
+
     def __init__(
         self,
         *,
@@ -93,10 +100,11 @@ class ChunkWrite(_message.Message):
         token_len: _builtins.int = ...,
         vector: _builtins.bytes = ...,
         claim_vector: _builtins.bytes | None = ...,
+        entities: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_claim_vector", b"_claim_vector", "chunk", b"chunk", "claim_vector", b"claim_vector"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_claim_vector", b"_claim_vector", "chunk", b"chunk", "claim_vector", b"claim_vector", "token_len", b"token_len", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_claim_vector", b"_claim_vector", "chunk", b"chunk", "claim_vector", b"claim_vector", "entities", b"entities", "token_len", b"token_len", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__claim_vector: _TypeAlias = _typing.Literal["claim_vector"]  # noqa: Y015
     _WhichOneofArgType__claim_vector: _TypeAlias = _typing.Literal["_claim_vector", b"_claim_vector"]  # noqa: Y015

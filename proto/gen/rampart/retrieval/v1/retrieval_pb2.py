@@ -26,7 +26,7 @@ from rampart.common.v1 import types_pb2 as rampart_dot_common_dot_v1_dot_types__
 from rampart.links.v1 import links_pb2 as rampart_dot_links_dot_v1_dot_links__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$rampart/retrieval/v1/retrieval.proto\x12\x14rampart.retrieval.v1\x1a\x1drampart/common/v1/types.proto\x1a\x1crampart/links/v1/links.proto\">\n\x06\x42ounds\x12\x10\n\x03low\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x11\n\x04high\x18\x02 \x01(\x01H\x01\x88\x01\x01\x42\x06\n\x04_lowB\x07\n\x05_high\"\xc3\x05\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\tprincipal\x18\x02 \x01(\x0b\x32\x1c.rampart.common.v1.Principal\x12\r\n\x05top_k\x18\x03 \x01(\x03\x12\x32\n\x06method\x18\x04 \x01(\x0e\x32\".rampart.retrieval.v1.FusionMethod\x12\x41\n\x07weights\x18\x05 \x03(\x0b\x32\x30.rampart.retrieval.v1.SearchRequest.WeightsEntry\x12\r\n\x05rrf_k\x18\x06 \x01(\x03\x12\x12\n\ncandidates\x18\x07 \x01(\x03\x12\x14\n\x0c\x66ill_missing\x18\x08 \x01(\x08\x12?\n\x06\x62ounds\x18\t \x03(\x0b\x32/.rampart.retrieval.v1.SearchRequest.BoundsEntry\x12\x31\n\x07\x66ilters\x18\n \x01(\x0b\x32 .rampart.common.v1.SearchFilters\x12\x0f\n\x07vectors\x18\x0b \x01(\x08\x12\x12\n\ncopy_depth\x18\x0c \x01(\x03\x12\x13\n\x0b\x63opy_expand\x18\r \x01(\x01\x12,\n\x05links\x18\x12 \x01(\x0b\x32\x1d.rampart.links.v1.LinkOptions\x12\x14\n\x0c\x63opy_overlap\x18\x13 \x01(\x01\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aK\n\x0b\x42oundsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12+\n\x05value\x18\x02 \x01(\x0b\x32\x1c.rampart.retrieval.v1.Bounds:\x02\x38\x01J\x04\x08\x0e\x10\x0fJ\x04\x08\x0f\x10\x10J\x04\x08\x10\x10\x11J\x04\x08\x11\x10\x12R\nlink_seedsR\tlink_headR\tbacklinksR\ncopy_leads\"\xa2\x04\n\x0eSearchResponse\x12,\n\x04hits\x18\x01 \x03(\x0b\x32\x1e.rampart.common.v1.ScoredChunk\x12G\n\ntimings_ms\x18\x02 \x03(\x0b\x32\x33.rampart.retrieval.v1.SearchResponse.TimingsMsEntry\x12H\n\ncandidates\x18\x03 \x03(\x0b\x32\x34.rampart.retrieval.v1.SearchResponse.CandidatesEntry\x12\x10\n\x08\x64\x65graded\x18\x04 \x03(\t\x12.\n\x08\x66iltered\x18\x05 \x03(\x0b\x32\x1c.rampart.common.v1.Judgement\x12\x10\n\x08\x66\x61llback\x18\x06 \x01(\x08\x12G\n\ncopy_leads\x18\x07 \x03(\x0b\x32\x33.rampart.retrieval.v1.SearchResponse.CopyLeadsEntry\x1a\x30\n\x0eTimingsMsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x31\n\x0f\x43\x61ndidatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1aM\n\x0e\x43opyLeadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.rampart.links.v1.CopyLeads:\x02\x38\x01\"\x0e\n\x0cStatsRequest\"\x7f\n\rStatsResponse\x12?\n\x06\x63ounts\x18\x01 \x03(\x0b\x32/.rampart.retrieval.v1.StatsResponse.CountsEntry\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01*x\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46USION_METHOD_MINMAX\x10\x01\x12\x18\n\x14\x46USION_METHOD_ZSCORE\x10\x02\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x03\x32\xb9\x01\n\x10RetrievalService\x12S\n\x06Search\x12#.rampart.retrieval.v1.SearchRequest\x1a$.rampart.retrieval.v1.SearchResponse\x12P\n\x05Stats\x12\".rampart.retrieval.v1.StatsRequest\x1a#.rampart.retrieval.v1.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$rampart/retrieval/v1/retrieval.proto\x12\x14rampart.retrieval.v1\x1a\x1drampart/common/v1/types.proto\x1a\x1crampart/links/v1/links.proto\">\n\x06\x42ounds\x12\x10\n\x03low\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x11\n\x04high\x18\x02 \x01(\x01H\x01\x88\x01\x01\x42\x06\n\x04_lowB\x07\n\x05_high\"\xed\x05\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12/\n\tprincipal\x18\x02 \x01(\x0b\x32\x1c.rampart.common.v1.Principal\x12\r\n\x05top_k\x18\x03 \x01(\x03\x12\x32\n\x06method\x18\x04 \x01(\x0e\x32\".rampart.retrieval.v1.FusionMethod\x12\x41\n\x07weights\x18\x05 \x03(\x0b\x32\x30.rampart.retrieval.v1.SearchRequest.WeightsEntry\x12\r\n\x05rrf_k\x18\x06 \x01(\x03\x12\x12\n\ncandidates\x18\x07 \x01(\x03\x12\x14\n\x0c\x66ill_missing\x18\x08 \x01(\x08\x12?\n\x06\x62ounds\x18\t \x03(\x0b\x32/.rampart.retrieval.v1.SearchRequest.BoundsEntry\x12\x31\n\x07\x66ilters\x18\n \x01(\x0b\x32 .rampart.common.v1.SearchFilters\x12\x0f\n\x07vectors\x18\x0b \x01(\x08\x12\x12\n\ncopy_depth\x18\x0c \x01(\x03\x12\x13\n\x0b\x63opy_expand\x18\r \x01(\x01\x12,\n\x05links\x18\x12 \x01(\x0b\x32\x1d.rampart.links.v1.LinkOptions\x12\x14\n\x0c\x63opy_overlap\x18\x13 \x01(\x01\x12\x18\n\x0bgraph_depth\x18\x14 \x01(\x05H\x00\x88\x01\x01\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aK\n\x0b\x42oundsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12+\n\x05value\x18\x02 \x01(\x0b\x32\x1c.rampart.retrieval.v1.Bounds:\x02\x38\x01\x42\x0e\n\x0c_graph_depthJ\x04\x08\x0e\x10\x0fJ\x04\x08\x0f\x10\x10J\x04\x08\x10\x10\x11J\x04\x08\x11\x10\x12R\nlink_seedsR\tlink_headR\tbacklinksR\ncopy_leads\".\n\x0cGraphOutcome\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0e\n\x06linked\x18\x02 \x03(\t\"\xd5\x04\n\x0eSearchResponse\x12,\n\x04hits\x18\x01 \x03(\x0b\x32\x1e.rampart.common.v1.ScoredChunk\x12G\n\ntimings_ms\x18\x02 \x03(\x0b\x32\x33.rampart.retrieval.v1.SearchResponse.TimingsMsEntry\x12H\n\ncandidates\x18\x03 \x03(\x0b\x32\x34.rampart.retrieval.v1.SearchResponse.CandidatesEntry\x12\x10\n\x08\x64\x65graded\x18\x04 \x03(\t\x12.\n\x08\x66iltered\x18\x05 \x03(\x0b\x32\x1c.rampart.common.v1.Judgement\x12\x10\n\x08\x66\x61llback\x18\x06 \x01(\x08\x12G\n\ncopy_leads\x18\x07 \x03(\x0b\x32\x33.rampart.retrieval.v1.SearchResponse.CopyLeadsEntry\x12\x31\n\x05graph\x18\x08 \x01(\x0b\x32\".rampart.retrieval.v1.GraphOutcome\x1a\x30\n\x0eTimingsMsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x31\n\x0f\x43\x61ndidatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1aM\n\x0e\x43opyLeadsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.rampart.links.v1.CopyLeads:\x02\x38\x01\"\x0e\n\x0cStatsRequest\"\x7f\n\rStatsResponse\x12?\n\x06\x63ounts\x18\x01 \x03(\x0b\x32/.rampart.retrieval.v1.StatsResponse.CountsEntry\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01*x\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46USION_METHOD_MINMAX\x10\x01\x12\x18\n\x14\x46USION_METHOD_ZSCORE\x10\x02\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x03\x32\xb9\x01\n\x10RetrievalService\x12S\n\x06Search\x12#.rampart.retrieval.v1.SearchRequest\x1a$.rampart.retrieval.v1.SearchResponse\x12P\n\x05Stats\x12\".rampart.retrieval.v1.StatsRequest\x1a#.rampart.retrieval.v1.StatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,30 +45,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHRESPONSE_COPYLEADSENTRY']._serialized_options = b'8\001'
   _globals['_STATSRESPONSE_COUNTSENTRY']._loaded_options = None
   _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_FUSIONMETHOD']._serialized_start=1591
-  _globals['_FUSIONMETHOD']._serialized_end=1711
+  _globals['_FUSIONMETHOD']._serialized_start=1732
+  _globals['_FUSIONMETHOD']._serialized_end=1852
   _globals['_BOUNDS']._serialized_start=123
   _globals['_BOUNDS']._serialized_end=185
   _globals['_SEARCHREQUEST']._serialized_start=188
-  _globals['_SEARCHREQUEST']._serialized_end=895
-  _globals['_SEARCHREQUEST_WEIGHTSENTRY']._serialized_start=702
-  _globals['_SEARCHREQUEST_WEIGHTSENTRY']._serialized_end=748
-  _globals['_SEARCHREQUEST_BOUNDSENTRY']._serialized_start=750
-  _globals['_SEARCHREQUEST_BOUNDSENTRY']._serialized_end=825
-  _globals['_SEARCHRESPONSE']._serialized_start=898
-  _globals['_SEARCHRESPONSE']._serialized_end=1444
-  _globals['_SEARCHRESPONSE_TIMINGSMSENTRY']._serialized_start=1266
-  _globals['_SEARCHRESPONSE_TIMINGSMSENTRY']._serialized_end=1314
-  _globals['_SEARCHRESPONSE_CANDIDATESENTRY']._serialized_start=1316
-  _globals['_SEARCHRESPONSE_CANDIDATESENTRY']._serialized_end=1365
-  _globals['_SEARCHRESPONSE_COPYLEADSENTRY']._serialized_start=1367
-  _globals['_SEARCHRESPONSE_COPYLEADSENTRY']._serialized_end=1444
-  _globals['_STATSREQUEST']._serialized_start=1446
-  _globals['_STATSREQUEST']._serialized_end=1460
-  _globals['_STATSRESPONSE']._serialized_start=1462
-  _globals['_STATSRESPONSE']._serialized_end=1589
-  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_start=1544
-  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_end=1589
-  _globals['_RETRIEVALSERVICE']._serialized_start=1714
-  _globals['_RETRIEVALSERVICE']._serialized_end=1899
+  _globals['_SEARCHREQUEST']._serialized_end=937
+  _globals['_SEARCHREQUEST_WEIGHTSENTRY']._serialized_start=728
+  _globals['_SEARCHREQUEST_WEIGHTSENTRY']._serialized_end=774
+  _globals['_SEARCHREQUEST_BOUNDSENTRY']._serialized_start=776
+  _globals['_SEARCHREQUEST_BOUNDSENTRY']._serialized_end=851
+  _globals['_GRAPHOUTCOME']._serialized_start=939
+  _globals['_GRAPHOUTCOME']._serialized_end=985
+  _globals['_SEARCHRESPONSE']._serialized_start=988
+  _globals['_SEARCHRESPONSE']._serialized_end=1585
+  _globals['_SEARCHRESPONSE_TIMINGSMSENTRY']._serialized_start=1407
+  _globals['_SEARCHRESPONSE_TIMINGSMSENTRY']._serialized_end=1455
+  _globals['_SEARCHRESPONSE_CANDIDATESENTRY']._serialized_start=1457
+  _globals['_SEARCHRESPONSE_CANDIDATESENTRY']._serialized_end=1506
+  _globals['_SEARCHRESPONSE_COPYLEADSENTRY']._serialized_start=1508
+  _globals['_SEARCHRESPONSE_COPYLEADSENTRY']._serialized_end=1585
+  _globals['_STATSREQUEST']._serialized_start=1587
+  _globals['_STATSREQUEST']._serialized_end=1601
+  _globals['_STATSRESPONSE']._serialized_start=1603
+  _globals['_STATSRESPONSE']._serialized_end=1730
+  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_start=1685
+  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_end=1730
+  _globals['_RETRIEVALSERVICE']._serialized_start=1855
+  _globals['_RETRIEVALSERVICE']._serialized_end=2040
 # @@protoc_insertion_point(module_scope)

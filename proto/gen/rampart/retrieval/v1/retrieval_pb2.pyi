@@ -149,6 +149,7 @@ class SearchRequest(_message.Message):
     COPY_EXPAND_FIELD_NUMBER: _builtins.int
     LINKS_FIELD_NUMBER: _builtins.int
     COPY_OVERLAP_FIELD_NUMBER: _builtins.int
+    GRAPH_DEPTH_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The words to search for (not blank)."""
     top_k: _builtins.int
@@ -172,6 +173,10 @@ class SearchRequest(_message.Message):
     copy_overlap: _builtins.float
     """0 = none; else 0..1: those hits' closest chunks at this cosine or above also get the word overlap
     of their text with the hit's (`ScoredChunk.copy_cosines.overlaps`): an edited copy shares most.
+    """
+    graph_depth: _builtins.int
+    """Entity -> passage hops of the knowledge graph's walk when `weights` gives "graph" a weight
+    (1..3; unset: the server's graph.depth). docs/graph.md.
     """
     @_builtins.property
     def principal(self) -> _types_pb2.Principal:
@@ -211,14 +216,47 @@ class SearchRequest(_message.Message):
         copy_expand: _builtins.float = ...,
         links: _links_pb2.LinkOptions | None = ...,
         copy_overlap: _builtins.float = ...,
+        graph_depth: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "links", b"links", "principal", b"principal"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_graph_depth", b"_graph_depth", "filters", b"filters", "graph_depth", b"graph_depth", "links", b"links", "principal", b"principal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "copy_overlap", b"copy_overlap", "fill_missing", b"fill_missing", "filters", b"filters", "links", b"links", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_graph_depth", b"_graph_depth", "bounds", b"bounds", "candidates", b"candidates", "copy_depth", b"copy_depth", "copy_expand", b"copy_expand", "copy_overlap", b"copy_overlap", "fill_missing", b"fill_missing", "filters", b"filters", "graph_depth", b"graph_depth", "links", b"links", "method", b"method", "principal", b"principal", "query", b"query", "rrf_k", b"rrf_k", "top_k", b"top_k", "vectors", b"vectors", "weights", b"weights"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__graph_depth: _TypeAlias = _typing.Literal["graph_depth"]  # noqa: Y015
+    _WhichOneofArgType__graph_depth: _TypeAlias = _typing.Literal["_graph_depth", b"_graph_depth"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__graph_depth) -> _WhichOneofReturnType__graph_depth | None: ...
+
+Global___SearchRequest: _TypeAlias = SearchRequest  # noqa: Y015
+
+@_typing.final
+class GraphOutcome(_message.Message):
+    """What the knowledge graph's stream did for a search that asked for it (docs/graph.md)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    LINKED_FIELD_NUMBER: _builtins.int
+    status: _builtins.str
+    """"used"; "no_graph" (the index stores none: the search is degraded); "no_entity" (the query names
+    nothing the graph knows: BM25 and dense carried it).
+    """
+    @_builtins.property
+    def linked(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The query's entities the walk started from (keys as stored, only ones the caller may read)."""
+
+    def __init__(
+        self,
+        *,
+        status: _builtins.str = ...,
+        linked: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["linked", b"linked", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___SearchRequest: _TypeAlias = SearchRequest  # noqa: Y015
+Global___GraphOutcome: _TypeAlias = GraphOutcome  # noqa: Y015
 
 @_typing.final
 class SearchResponse(_message.Message):
@@ -294,6 +332,7 @@ class SearchResponse(_message.Message):
     FILTERED_FIELD_NUMBER: _builtins.int
     FALLBACK_FIELD_NUMBER: _builtins.int
     COPY_LEADS_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
     fallback: _builtins.bool
     """A fact-check re-admitted non-adversarial results (false from the retrieval service itself)."""
     @_builtins.property
@@ -322,6 +361,10 @@ class SearchResponse(_message.Message):
         asked for them (the linked profile's extension).
         """
 
+    @_builtins.property
+    def graph(self) -> Global___GraphOutcome:
+        """Set when the search asked for the graph (weights["graph"] > 0)."""
+
     def __init__(
         self,
         *,
@@ -332,10 +375,11 @@ class SearchResponse(_message.Message):
         filtered: _abc.Iterable[_types_pb2.Judgement] | None = ...,
         fallback: _builtins.bool = ...,
         copy_leads: _abc.Mapping[_builtins.str, _links_pb2.CopyLeads] | None = ...,
+        graph: Global___GraphOutcome | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "copy_leads", b"copy_leads", "degraded", b"degraded", "fallback", b"fallback", "filtered", b"filtered", "hits", b"hits", "timings_ms", b"timings_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "copy_leads", b"copy_leads", "degraded", b"degraded", "fallback", b"fallback", "filtered", b"filtered", "graph", b"graph", "hits", b"hits", "timings_ms", b"timings_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
