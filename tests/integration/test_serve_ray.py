@@ -107,7 +107,8 @@ def test_serve_start_on_a_locked_index_fails_with_the_cause(driven: dict[str, An
     locked = driven["locked"]
     assert locked is not None and locked["code"] == "unavailable"
     assert "in use by another rampart process" in locked["message"]  # the replica's own error
-    assert driven["locked_s"] < 60  # a few constructor tries, not Serve's default 20
+    # how many constructor tries Serve makes is the deployment's option (test_serve_config); the seconds
+    # they take depend on the machine's load (94 s once on a loaded 2-core run), so none are asserted
 
 
 def test_serve_enforces_acl(driven: dict[str, Any]) -> None:

@@ -79,6 +79,9 @@ def test_deployment_options_use_fractional_cpus_and_autoscaling() -> None:
     assert i["autoscaling_config"]["max_replicas"] == 3
     assert p["autoscaling_config"]["min_replicas"] == 1 == p["autoscaling_config"]["max_replicas"]
     assert p["health_check_period_s"] == settings.serve.health_check_period_s
+    # a constructor that fails (index locked) fails again: a few tries, not Serve's default 20, each
+    # loading the models, so start-up reports the cause (test_serve_ray: the cause is the replica's)
+    assert p["max_constructor_retry_count"] == 3
 
 
 def test_replica_bounds_are_checked() -> None:
