@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The HTTP gateway (`rampart serve` with RAMPART_REMOTE__* set): auth, limits, errors, in front of the
 # orchestrator and the ingest service. Port 8080 (/healthz, /readyz, /metrics).
-# Context: .cache/image-context (docker/images.py). Stage `app` installs the rampart wheel with the
+# Context: .cache/image-context (tests/deploy_images.py). Stage `app` installs the rampart wheel with the
 # builder's pip and keeps only the files it added; the image is python-base's runtime plus that layer.
 ARG PYTHON_BUILDER=localhost/rampart/python-builder:0.1.0
 ARG PYTHON_BASE=localhost/rampart/python-base:0.1.0

@@ -2,7 +2,7 @@
 # The orchestrator: the search/answer pipeline as a Ray Serve application (`rampart serve-ray`: a local
 # Ray inside the pod on small/medium; on EKS the KubeRay RayService runs the same app from
 # serveConfigV2 in this image). Ingress on 8090 (/healthz), /metrics on 9103.
-# Context: .cache/image-context (docker/images.py). Two stages on the builder's pip, each keeping only
+# Context: .cache/image-context (tests/deploy_images.py). Two stages on the builder's pip, each keeping only
 # the files it added to the virtualenv: `ray` (ray[serve], ~the image's own weight, changes rarely)
 # and `app` (the rampart wheel, every commit), so a code change rebuilds and ships one thin layer.
 ARG PYTHON_BUILDER=localhost/rampart/python-builder:0.1.0
@@ -12,9 +12,9 @@ ARG PYTHON_BASE=localhost/rampart/python-base:0.1.0
 FROM ${PYTHON_BUILDER} AS ray
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY wheels/ray /wheels/ray
-COPY wheels/deps /wheels/deps
+# --no-deps: wheels/ray is exactly what ray[serve] adds to wheels/deps (docker/wheelhouse.sh)
 RUN touch /tmp/before && sleep 1 \
-    && /opt/venv/bin/pip install --no-index --find-links /wheels/ray --find-links /wheels/deps 'ray[serve]==2.60.0' \
+    && /opt/venv/bin/pip install --no-index --no-deps /wheels/ray/*.whl \
     && mkdir /layer \
     && find /opt/venv -newer /tmp/before \( -type f -o -type l \) -print0 | tar --null -T - -cf - | tar -C /layer -xf -
 

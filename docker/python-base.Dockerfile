@@ -5,18 +5,28 @@
 #            the service images install the rampart wheel with it and keep only the new files
 #   runtime  python3, that virtualenv, the ONNX models and the non-root user (uid 10001): no pip, no
 #            compiler, no apt lists; the service images are thin layers FROM it
-# Context: the folder docker/images.py stages (.cache/image-context: wheels/, models/, triton/).
+# Context: the folder tests/deploy_images.py stages (.cache/image-context: wheels/, models/, triton/).
 # Production pins the base by digest: --build-arg BASE_IMAGE=debian:bookworm-slim@sha256:<digest>
 ARG BASE_IMAGE=localhost/rampart/debian:bookworm
 
 # checkov:skip=CKV_DOCKER_7:every FROM is a build argument whose default names a tag (tests/integration/test_deploy_docker.py checks it); production passes a digest (docker/README.md, Pinning)
-FROM ${BASE_IMAGE} AS builder
+# Debian's python3.11 once, for both targets (and, by the same instruction, triton-cpu's runtime: the
+# layer cache shares it). libpython3.11: Triton's python-backend stub links it.
+FROM ${BASE_IMAGE} AS python
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # Debian stable replaces package versions in point releases, so an exact apt pin stops building after
 # the next one; the base image's digest is the pin (docker/README.md, "Pinning").
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && apt-get install -y --no-install-recommends python3 libpython3.11 ca-certificates \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log
+
+FROM python AS builder
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# unpinned apt packages: the base image's digest is the pin (docker/README.md, Pinning)
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3-venv \
     && rm -rf /var/lib/apt/lists/*
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 # COPY, not a bind mount: the layer cache must see when a wheel changes.
@@ -30,14 +40,8 @@ RUN python3 -m venv /opt/venv \
 FROM builder AS venv
 RUN /opt/venv/bin/python -m pip uninstall -y -q pip setuptools
 
-FROM ${BASE_IMAGE} AS runtime
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-# unpinned apt packages: the base image's digest is the pin (docker/README.md, Pinning)
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 ca-certificates \
-    && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
-    && groupadd --gid 10001 rampart \
+FROM python AS runtime
+RUN groupadd --gid 10001 rampart \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin rampart \
     && install -d -o 10001 -g 10001 -m 0750 /var/lib/rampart
 COPY --from=venv /opt/venv /opt/venv

@@ -7,7 +7,7 @@
 # there, and a GPU builder builds it with
 #   buildah bud -f docker/triton-gpu.Dockerfile \
 #     --build-arg TRITON_IMAGE=nvcr.io/nvidia/tritonserver:24.10-py3@sha256:<digest> .cache/image-context
-# where the context (docker/images.py --gpu-context) holds triton-gpu/model_repository with
+# where the context (tests/deploy_images.py --gpu-context) holds triton-gpu/model_repository with
 # rampart_reranker_onnx/1/model.onnx (the fp32 export of `rampart train reranker`) and
 # rampart_reranker_tokenize/1/{tokenizer.json,pair_scorer.py}, and wheels/triton-gpu/tokenizers-*.whl.
 ARG TRITON_IMAGE=nvcr.io/nvidia/tritonserver:24.10-py3
