@@ -7,9 +7,10 @@
 # there, and a GPU builder builds it with
 #   buildah bud -f docker/triton-gpu.Dockerfile \
 #     --build-arg TRITON_IMAGE=nvcr.io/nvidia/tritonserver:24.10-py3@sha256:<digest> .cache/image-context
-# where the context (tests/deploy_images.py --gpu-context) holds triton-gpu/model_repository with
-# rampart_reranker_onnx/1/model.onnx (the fp32 export of `rampart train reranker`) and
-# rampart_reranker_tokenize/1/{tokenizer.json,pair_scorer.py}, and wheels/triton-gpu/tokenizers-*.whl.
+# where the context is staged by `python -m tests.deploy_images --gpu-context --gpu-onnx <model.onnx>`:
+# triton-gpu/model_repository (deploy/triton/model_repository_gpu with rampart_reranker_onnx/1/model.onnx,
+# the fp32 export of `rampart train reranker`, and rampart_reranker_tokenize/1/{tokenizer.json,
+# pair_scorer.py}) and wheels/triton-gpu/tokenizers-*.whl.
 ARG TRITON_IMAGE=nvcr.io/nvidia/tritonserver:24.10-py3
 
 # checkov:skip=CKV_DOCKER_7:every FROM is a build argument whose default names a tag (tests/integration/test_deploy_docker.py checks it); production passes a digest (docker/README.md, Pinning)
@@ -23,7 +24,8 @@ RUN python3 -m pip install --no-index --no-deps --target /opt/rampart/python /wh
 FROM ${TRITON_IMAGE}
 COPY --from=tokenizer /opt/rampart/python /opt/rampart/python
 COPY triton-gpu/model_repository /models
-# NGC's image runs as root by default; it ships the unprivileged user triton-server (uid 1000)
+# NGC's image runs as root by default; it ships the unprivileged user triton-server, uid 1000 (NVIDIA's
+# documentation; not verified here, where the image cannot be pulled)
 ENV PYTHONPATH=/opt/rampart/python
 USER 1000:1000
 EXPOSE 8000 8001 8002

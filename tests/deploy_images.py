@@ -100,6 +100,28 @@ def stage_context(context: Path, wheelhouse: Path, models_dir: Path) -> Path:
     return context
 
 
+def stage_gpu_context(context: Path, wheelhouse: Path, models_dir: Path, onnx_fp32: Path | None) -> list[str]:
+    """What docker/triton-gpu.Dockerfile copies, staged under ``context`` (``triton-gpu/``,
+    ``wheels/triton-gpu/``); returns what is still missing for a build (the fp32 ONNX export, which is
+    not shipped: only the int8 one is, and TensorRT wants fp32). Not built here: NGC's base image cannot
+    be pulled and there is no GPU."""
+    from services.rerank import pair_scorer
+
+    repo = context / "triton-gpu" / "model_repository"
+    _link_tree(ROOT / "deploy" / "triton" / "model_repository_gpu", repo)
+    tokenize = repo / "rampart_reranker_tokenize" / "1"
+    shutil.copy2(models_dir / "reranker" / "tokenizer.json", tokenize / "tokenizer.json")
+    shutil.copy2(Path(pair_scorer.__file__), tokenize / "pair_scorer.py")
+    wheels = context / "wheels" / "triton-gpu"
+    wheels.mkdir(parents=True, exist_ok=True)
+    for whl in (wheelhouse / "triton").glob("tokenizers-*.whl"):
+        shutil.copy2(whl, wheels / whl.name)
+    onnx = repo / "rampart_reranker_onnx" / "1" / "model.onnx"
+    if onnx_fp32 is not None:
+        shutil.copy2(onnx_fp32, onnx)
+    return [] if onnx.is_file() else [f"{onnx.relative_to(context)} (the fp32 export: --gpu-onnx PATH)"]
+
+
 def build(image: Image, context: Path, tag: str) -> dict[str, object]:
     """One ``buildah bud --layers`` (the layer cache makes a warm rebuild of unchanged images ~free)."""
     ref = f"{REGISTRY}/{image.name}:{tag}"
@@ -145,7 +167,20 @@ def main() -> None:
     parser.add_argument("--context", type=Path, default=ROOT / ".cache" / "image-context")
     parser.add_argument("--report", type=Path, default=ROOT / "out" / "images.json")
     parser.add_argument("--only", default="", help="comma-separated image names (default: all)")
+    parser.add_argument(
+        "--gpu-context",
+        action="store_true",
+        help="only stage docker/triton-gpu.Dockerfile's context (for a GPU builder; nothing is built)",
+    )
+    parser.add_argument("--gpu-onnx", type=Path, help="the fp32 reranker export for --gpu-context")
     args = parser.parse_args()
+    if args.gpu_context:
+        missing = stage_gpu_context(args.context, args.wheelhouse, args.models, args.gpu_onnx)
+        print(
+            f"staged {args.context}/triton-gpu"
+            + (f"; still missing: {', '.join(missing)}" if missing else "")
+        )
+        return
     only = {n for n in args.only.split(",") if n}
     unknown = only - {i.name for i in IMAGES}
     if unknown:

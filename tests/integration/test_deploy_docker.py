@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy_images import DEPLOYED, IMAGES
+from tests.deploy_images import DEPLOYED, IMAGES, stage_gpu_context
 from tests.deploy_render import CHART, ROOT
 from tests.integration.test_deploy_chart import run_checkov
 
@@ -149,3 +149,20 @@ def test_python_images_expose_the_ports_the_chart_names() -> None:
         assert wanted <= exposed, (
             f"{name}.Dockerfile exposes {sorted(exposed)}; the chart uses {sorted(wanted)}"
         )
+
+
+def test_the_gpu_context_holds_what_the_gpu_dockerfile_copies(tmp_path: Path, models_dir: Path) -> None:
+    """As far as this machine goes for triton-gpu: its context staged (repository, tokenizer, scorer,
+    the tokenizers wheel), every COPY source present but the fp32 model, which is named as missing."""
+    wheelhouse = tmp_path / "wheelhouse"
+    (wheelhouse / "triton").mkdir(parents=True)
+    (wheelhouse / "triton" / "tokenizers-0.0.0-cp310-abi3-manylinux_2_17_x86_64.whl").write_bytes(b"")
+    missing = stage_gpu_context(tmp_path / "ctx", wheelhouse, models_dir, None)
+    assert missing == [
+        "triton-gpu/model_repository/rampart_reranker_onnx/1/model.onnx (the fp32 export: --gpu-onnx PATH)"
+    ]
+    text = (DOCKER / "triton-gpu.Dockerfile").read_text()
+    for source in re.findall(r"(?m)^COPY (?!--from)(\S+) ", text):
+        assert (tmp_path / "ctx" / source).exists(), f"triton-gpu.Dockerfile copies {source}, not staged"
+    tokenize = tmp_path / "ctx" / "triton-gpu" / "model_repository" / "rampart_reranker_tokenize" / "1"
+    assert {p.name for p in tokenize.iterdir()} >= {"model.py", "tokenizer.json", "pair_scorer.py"}
