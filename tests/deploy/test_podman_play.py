@@ -49,6 +49,10 @@ class Deployed:
 def _preconditions(tag: str) -> None:
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed: `make container-tools` installs it (Debian packages)")
+    if os.geteuid() != 0:
+        pytest.skip(
+            "needs root: the host reaches the pods over podman's bridge network, which rootless podman lacks"
+        )
     if not os.environ.get("CONTAINERS_CONF"):
         pytest.fail(
             "CONTAINERS_CONF is not set: run `make test-deploy` (it points podman at .cache/containers)"
