@@ -88,8 +88,30 @@ deploy-tools: $(CHECKOV_STAMP) $(CRD_STAMP)  ## checkov (.venv-checkov) and the 
 chart-render: install  ## Lint and render each Helm profile to $(OUT)/deploy/<profile>.yaml (helm-python-sdk, no cluster)
 	$(BIN)/python -m tests.deploy_render $(OUT)/deploy
 
-test-deploy-checks: install deploy-tools  ## Only the chart and Terraform checks (render, validate, checkov, graph tests)
-	$(BIN)/pytest -q tests/integration/test_deploy_chart.py tests/integration/test_deploy_terraform.py
+test-deploy-checks: install deploy-tools  ## Only the chart, Terraform and Dockerfile checks (render, validate, checkov, hadolint, graph tests)
+	$(BIN)/pytest -q tests/integration/test_deploy_chart.py tests/integration/test_deploy_terraform.py \
+		tests/integration/test_deploy_docker.py tests/integration/test_deploy_podman_adapt.py
+
+# Container images (docker/, docs/deploy.md): podman + buildah of Debian, every image, layer, volume and
+# network under $(CONTAINERS_DIR) (gitignored) with the settings docker/podman-setup.sh writes.
+CONTAINERS_DIR ?= .cache/containers
+IMAGE_TAG ?= 0.1.0
+WHEELHOUSE ?= .cache/wheelhouse
+PODMAN_ENV = CONTAINERS_CONF=$(abspath $(CONTAINERS_DIR))/containers.conf CONTAINERS_STORAGE_CONF=$(abspath $(CONTAINERS_DIR))/storage.conf
+
+container-tools:  ## podman, buildah, runc, debootstrap from Debian, and the local Debian base image
+	@if ! command -v buildah >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then \
+		echo "installing podman, buildah, runc, debootstrap (Debian)"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends podman buildah runc \
+			conmon catatonit netavark aardvark-dns slirp4netns uidmap iptables debootstrap; \
+	fi
+	docker/podman-setup.sh $(CONTAINERS_DIR) >/dev/null
+	$(PODMAN_ENV) docker/debian-base.sh localhost/rampart/debian:bookworm
+
+images: models container-tools  ## Build every image (docker/) with buildah from the local Debian base; report in $(OUT)/images.json
+	docker/wheelhouse.sh $(WHEELHOUSE) $(BIN)/python
+	$(PODMAN_ENV) $(BIN)/python -m tests.deploy_images --tag $(IMAGE_TAG) --wheelhouse $(WHEELHOUSE) --report $(OUT)/images.json
 
 models: install  ## Export the packaged models to ONNX (.rampart/models)
 	$(BIN)/rampart models build
@@ -115,6 +137,12 @@ lint: install  ## ruff + mypy
 test: models lint triton opensearch-build deploy-tools  ## Install, build models, lint, run unit + integration + e2e tests
 	$(BIN)/pytest -q -m "unit or integration"
 	$(BIN)/python -m tests.e2e.isolated $(BIN)/pytest -q -m e2e tests/e2e
+
+# Real containers: the images, the small profile under podman kube play, searches through the gateway, a
+# pod stopped, teardown (tests/deploy/, docs/deploy.md). Root only: pods reach each other and the host
+# over podman's bridge, which rootless podman does not give here.
+test-deploy: images  ## Build the images and run the chart's small profile under podman kube play, end to end
+	$(PODMAN_ENV) IMAGE_TAG=$(IMAGE_TAG) $(BIN)/pytest -q -m deploy tests/deploy
 
 test-e2e: models triton  ## The distributed stack end to end (in a loopback-only network namespace: Ray binds every interface)
 	$(BIN)/python -m tests.e2e.isolated $(BIN)/pytest -q -m e2e tests/e2e
@@ -149,4 +177,4 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) $(CHECKOV_VENV) $(CRD_DIR) .rampart
 
-.PHONY: help system-deps install triton deploy-tools chart-render test-deploy-checks models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench lock clean
+.PHONY: help system-deps install triton deploy-tools container-tools images test-deploy chart-render test-deploy-checks models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench lock clean

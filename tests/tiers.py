@@ -2,7 +2,8 @@
 
 ``make test`` selects tests by marker (``-m "unit or integration"``, then ``-m e2e``), so a test with
 no marker would be collected and never run. Here the folder is the one place a tier is stated:
-``tests/unit`` → ``unit``, ``tests/integration`` → ``integration``, ``tests/e2e`` → ``e2e``. Collection
+``tests/unit`` → ``unit``, ``tests/integration`` → ``integration``, ``tests/e2e`` → ``e2e``, ``tests/deploy`` →
+``deploy`` (make test-deploy: images and the chart under podman). Collection
 stops with a usage error naming every test that sits outside those folders, or that carries another
 folder's tier marker by hand (which would run it in two tiers, or in the wrong one).
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-TIERS = ("unit", "integration", "e2e")
+TIERS = ("unit", "integration", "e2e", "deploy")
 TESTS = "tests"  # the folder under the rootdir (pyproject.toml's) that holds the tier folders
 
 
@@ -39,8 +40,8 @@ def mark_by_folder(items: Sequence[pytest.Item], rootdir: Path) -> list[str]:
         tier = tier_of(item.path, rootdir)
         if tier is None:
             problems.append(
-                f"{item.nodeid}: not under {TESTS}/unit, {TESTS}/integration or {TESTS}/e2e, so no "
-                "tier marker selects it; move its file into the folder of its tier"
+                f"{item.nodeid}: not under {_folders()}, so no tier marker selects it; move its file "
+                "into the folder of its tier"
             )
             continue
         stated = {m.name for m in item.iter_markers() if m.name in TIERS} - {tier}
@@ -52,6 +53,11 @@ def mark_by_folder(items: Sequence[pytest.Item], rootdir: Path) -> list[str]:
             continue
         item.add_marker(getattr(pytest.mark, tier))
     return problems
+
+
+def _folders() -> str:
+    names = [f"{TESTS}/{t}" for t in TIERS]
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: a test without a tier must not slip out unseen

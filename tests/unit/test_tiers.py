@@ -13,7 +13,7 @@ import pytest
 from tests.tiers import tier_of
 
 REPO = Path(__file__).resolve().parents[2]
-INI = "[pytest]\naddopts = --strict-markers -p no:cacheprovider\nmarkers =\n    unit\n    integration\n    e2e\n"
+INI = "[pytest]\naddopts = --strict-markers -p no:cacheprovider\nmarkers =\n    unit\n    integration\n    e2e\n    deploy\n"
 PASSING = "def test_it() -> None:\n    pass\n"
 
 
@@ -65,7 +65,10 @@ def test_a_test_outside_the_tier_folders_fails_collection(tmp_path: Path) -> Non
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
     assert "3 test(s) are not in the folder of their tier" in run.stderr
     for stray in strays:
-        assert f"{stray}::test_it: not under tests/unit, tests/integration or tests/e2e" in run.stderr
+        assert (
+            f"{stray}::test_it: not under tests/unit, tests/integration, tests/e2e or tests/deploy"
+            in run.stderr
+        )
 
 
 def test_a_hand_marker_of_another_tier_fails_collection(tmp_path: Path) -> None:
