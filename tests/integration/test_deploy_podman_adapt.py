@@ -83,7 +83,7 @@ def test_dependent_variables_are_resolved_and_probes_dropped() -> None:
 
 def test_secrets_take_the_shape_podman_reads() -> None:
     a = adapted()
-    assert set(a.env_secrets) == {"rampart-internal-token", "rampart-redis"}
+    assert set(a.env_secrets) == {"rampart-internal-token", "rampart-redis", "rampart-ray-token"}
     assert set(a.volume_secrets) == {"rampart-api-keys"}
     # the same values the chart generated, not new ones
     assert a.env_secrets["rampart-redis"] == dp.rendered_secrets(small())["rampart-redis"]
