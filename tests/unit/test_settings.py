@@ -36,6 +36,7 @@ def test_bad_values_name_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
 STAGE_CONFIGS = [
     "services.common.config",
     "services.retrieval.config",
+    "services.retrieval.graph.config",
     "services.ingest.config",
     "services.rerank.config",
     "services.factcheck.config",
