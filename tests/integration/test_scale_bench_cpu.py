@@ -38,7 +38,10 @@ def test_a_program_counts_its_reaped_and_live_descendants() -> None:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         got = cpu_seconds({"program": proc.pid})["program"]
         alone = cpu_seconds({"parent": proc.pid})  # the same tree: the name is only a label
-        assert got >= 1.6 * one, (got, one)  # both loops: the reaped child's and the live one's
+        # both loops, the reaped child's and the live one's: 2x one loop; counting only one would give
+        # ~1x. CPU seconds of one loop vary between runs on a loaded machine (2.67 s for two against
+        # 1.73 s for one, once), so the line sits between the two cases, not near 2
+        assert got >= 1.4 * one, (got, one)
         assert abs(alone["parent"] - got) < 0.2
     finally:
         proc.kill()
