@@ -48,9 +48,9 @@ class Deployed:
 
 def _preconditions(tag: str) -> None:
     if shutil.which("podman") is None:
-        pytest.skip("podman is not installed: `make container-tools` installs it (Debian packages)")
+        pytest.fail("podman is not installed: run `make test-deploy` (its `make container-tools` installs it)")
     if os.geteuid() != 0:
-        pytest.skip(
+        pytest.fail(
             "needs root: the host reaches the pods over podman's bridge network, which rootless podman lacks"
         )
     if not os.environ.get("CONTAINERS_CONF"):
