@@ -48,7 +48,9 @@ class Deployed:
 
 def _preconditions(tag: str) -> None:
     if shutil.which("podman") is None:
-        pytest.fail("podman is not installed: run `make test-deploy` (its `make container-tools` installs it)")
+        pytest.fail(
+            "podman is not installed: run `make test-deploy` (its `make container-tools` installs it)"
+        )
     if os.geteuid() != 0:
         pytest.fail(
             "needs root: the host reaches the pods over podman's bridge network, which rootless podman lacks"
