@@ -10,20 +10,27 @@ published schema on PyPI or npm: it is checked only by the structural tests here
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.exceptions import InvalidSignature
 
+from services.common.redis_server import ROLE_RULES, RedisAuth
 from services.factcheck.config import CelerySettings
+from tests import deploy_podman as dp
 from tests.deploy_render import (
     PROFILES,
     ROOT,
@@ -213,7 +220,7 @@ def env_name_problems(r: Rendered) -> list[str]:
 
 
 ADDRESS = re.compile(
-    r"^(?:(?:https?|rediss?)://(?::\$\([A-Z_]+\)@)?)?([a-z0-9][-a-z0-9.]*):(\d+)(?:[/?].*)?$"
+    r"^(?:(?:https?|rediss?)://(?:(?:\$\([A-Z_]+\))?:\$\([A-Z_]+\)@)?)?([a-z0-9][-a-z0-9.]*):(\d+)(?:[/?].*)?$"
 )
 
 
@@ -232,7 +239,7 @@ def wiring_problems(r: Rendered) -> list[str]:
                 for var in c.get("env") or []:
                     value = str(var.get("value", ""))
                     if (
-                        re.fullmatch(r"RAMPART_[A-Z_]+__(METRICS_)?PORT", var["name"])
+                        re.fullmatch(r"RAMPART_[A-Z_]+__(METRICS_|HEALTH_)?PORT", var["name"])
                         and int(value) not in ports
                     ):
                         problems.append(f"{name(obj)}: {var['name']}={value} is not a container port")
@@ -254,6 +261,217 @@ def wiring_problems(r: Rendered) -> list[str]:
                         problems.append(
                             f"{name(obj)}: {var['name']} calls {target}:{port}, no NetworkPolicy edge"
                         )
+    return problems
+
+
+# The gRPC links the chart must protect with mTLS (docs/security.md): the checkers below derive the
+# pairs from the rendered env, and the tests compare them with this list so a pair cannot drop out.
+GRPC_PAIRS = {("gateway", "ingest"), ("orchestrator", "retrieval"), ("ingest", "retrieval")}
+TLS_VARS = ("RAMPART_REMOTE__TLS__CA_FILE", "RAMPART_REMOTE__TLS__CERT_FILE", "RAMPART_REMOTE__TLS__KEY_FILE")
+
+
+def component(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in container.get("env") or []}
+
+
+def grpc_servers(r: Rendered) -> dict[str, tuple[str, int]]:
+    """component -> (its Service, its gRPC port) for every Rampart gRPC server (it binds a
+    ``RAMPART_<SERVICE>__PORT`` that its Service names with appProtocol grpc)."""
+    grpc_ports = {
+        (s["metadata"]["name"], p["port"])
+        for s in r.of_kind("Service")
+        for p in s["spec"]["ports"]
+        if p.get("appProtocol") == "grpc"
+    }
+    servers = {}
+    for obj in workloads(r):
+        for name, var in env_of(pod_specs(obj)[0]["containers"][0]).items():
+            if re.fullmatch(r"RAMPART_[A-Z_]+_SERVICE__PORT", name):
+                service = f"rampart-{obj['metadata']['labels']['rampart.io/service']}"
+                if (service, int(var["value"])) in grpc_ports:
+                    servers[component(obj)] = (service, int(var["value"]))
+    return servers
+
+
+def grpc_pairs(r: Rendered) -> dict[tuple[str, str], str]:
+    """(client, server) -> the host the client dials, for every env address naming a server's gRPC
+    Service port."""
+    servers = {address: name for name, address in grpc_servers(r).items()}
+    pairs = {}
+    for obj in workloads(r):
+        for var in env_of(pod_specs(obj)[0]["containers"][0]).values():
+            m = ADDRESS.match(str(var.get("value", "")))
+            if m and (m.group(1), int(m.group(2))) in servers:
+                pairs[(component(obj), servers[(m.group(1), int(m.group(2)))])] = m.group(1)
+    return pairs
+
+
+def tls_mount_problems(obj: dict[str, Any], spec: dict[str, Any]) -> list[str]:
+    """mTLS on, and each file RAMPART_REMOTE__TLS__* names is a key of the component's own certificate
+    Secret, mounted read-only."""
+    problems = []
+    c = spec["containers"][0]
+    env = env_of(c)
+    if env.get("RAMPART_REMOTE__TLS__ENABLED", {}).get("value") != "true":
+        return [f"{name(obj)}: RAMPART_REMOTE__TLS__ENABLED is not true"]
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    want = f"rampart-{component(obj)}-tls"
+    for var in TLS_VARS:
+        path = Path(str(env.get(var, {}).get("value", "")))
+        mount = next((m for m in c.get("volumeMounts", []) if Path(m["mountPath"]) == path.parent), None)
+        if mount is None:
+            problems.append(f"{name(obj)}: {var}={path} is in no mounted volume")
+            continue
+        secret = volumes.get(mount["name"], {}).get("secret") or {}
+        keys = {i["path"]: i["key"] for i in secret.get("items", [])}
+        if secret.get("secretName") != want or path.name not in keys:
+            problems.append(f"{name(obj)}: {var}={path} is not a key of Secret {want}")
+        if mount.get("readOnly") is not True:
+            problems.append(f"{name(obj)}: {mount['mountPath']} is writable")
+    return problems
+
+
+def certificate_problems(r: Rendered, pairs: dict[tuple[str, str], str]) -> list[str]:
+    """The generated certificates: the server's is valid (SAN) for the host its client dials, both are
+    signed by the CA both trust, for server and client use."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    secrets = {s["metadata"]["name"]: s["data"] for s in r.of_kind("Secret")}
+
+    def pem(comp: str, key: str) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(base64.b64decode(secrets[f"rampart-{comp}-tls"][key]))
+
+    problems = []
+    for (client, server), host in sorted(pairs.items()):
+        cert, ca = pem(server, "tls.crt"), pem(client, "ca.crt")
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        if host not in sans.get_values_for_type(x509.DNSName):
+            problems.append(f"{server}'s certificate is not valid for {host!r}, the name {client} dials")
+        for comp, c in ((server, cert), (client, pem(client, "tls.crt"))):
+            try:
+                c.verify_directly_issued_by(ca)
+            except (ValueError, TypeError, InvalidSignature):
+                problems.append(f"{comp}'s certificate is not signed by the CA {client} trusts")
+            usage = c.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+            if not {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH} <= set(usage):
+                problems.append(f"{comp}'s certificate is not for both server and client use")
+    return problems
+
+
+def tls_problems(r: Rendered) -> list[str]:
+    """Every gRPC client and server has mTLS on with its own certificate (tls_mount_problems), and the
+    generated certificates fit the names the clients dial (certificate_problems)."""
+    pairs = grpc_pairs(r)
+    ends = {c for pair in pairs for c in pair}
+    problems = [f"no mTLS to check: no gRPC pairs in {r.profile}"] if not pairs else []
+    for obj in workloads(r):
+        if component(obj) in ends:
+            for spec in pod_specs(obj):
+                problems += tls_mount_problems(obj, spec)
+    if any(s["metadata"]["name"].endswith("-tls") for s in r.of_kind("Secret")):
+        problems += certificate_problems(r, pairs)
+    return problems
+
+
+def health_probe_problems(r: Rendered) -> list[str]:
+    """gRPC servers: with mTLS on, the kubelet (no TLS, no token) probes the plaintext health port the
+    server binds (a container port); with it off, the main port, and no health port is opened."""
+    problems = []
+    servers = grpc_servers(r)
+    for obj in workloads(r):
+        if component(obj) not in servers:
+            continue
+        c = pod_specs(obj)[0]["containers"][0]
+        env = env_of(c)
+        tls = env.get("RAMPART_REMOTE__TLS__ENABLED", {}).get("value") == "true"
+        health = [v for k, v in env.items() if k.endswith("__HEALTH_PORT")]
+        ports = {p["containerPort"] for p in c.get("ports", [])}
+        want = int(health[0]["value"]) if tls and health else servers[component(obj)][1]
+        if tls and not health:
+            problems.append(f"{name(obj)}: mTLS on but no plaintext health port for the probes")
+        if not tls and health:
+            problems.append(f"{name(obj)}: a health port without mTLS (the main port serves health)")
+        if want not in ports:
+            problems.append(f"{name(obj)}: probe port {want} is not a container port")
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            got = (c.get(probe) or {}).get("grpc", {}).get("port")
+            if probe in c and got != want:
+                problems.append(f"{name(obj)}: {probe} on port {got}, expected {want}")
+    return problems
+
+
+def acl_lines(r: Rendered) -> list[str]:
+    acl = next(s for s in r.of_kind("Secret") if s["metadata"]["name"] == "rampart-redis-acl")
+    return base64.b64decode(acl["data"]["users.acl"]).decode().splitlines()
+
+
+def redis_client_problems(r: Rendered) -> list[str]:
+    """Every Redis URL names its component's ACL user: $(REDIS_USERNAME) and $(REDIS_PASSWORD), both
+    defined before the URL, the password from the Secret of the role redisUsers gives it."""
+    users = r.values["redisUsers"]
+    secrets = r.values["secrets"]
+    problems = []
+    for obj in workloads(r):
+        for spec in pod_specs(obj):
+            order = [v["name"] for v in spec["containers"][0].get("env") or []]
+            env = env_of(spec["containers"][0])
+            urls = [
+                k for k, v in env.items() if str(v.get("value", "")).startswith(("redis://", "rediss://"))
+            ]
+            if not urls:
+                continue
+            role = env.get("REDIS_USERNAME", {}).get("value")
+            if role not in users:
+                problems.append(f"{name(obj)}: Redis URLs but REDIS_USERNAME {role!r} is no redisUsers role")
+                continue
+            ref = env.get("REDIS_PASSWORD", {}).get("valueFrom", {}).get("secretKeyRef", {})
+            if ref.get("name") != secrets[users[role]["secret"]]["name"]:
+                problems.append(f"{name(obj)}: REDIS_PASSWORD is not from {role}'s Secret ({ref})")
+            for url in urls:
+                value = env[url]["value"]
+                if "$(REDIS_USERNAME):$(REDIS_PASSWORD)@" not in value:
+                    problems.append(f"{name(obj)}: {url} does not log in as $(REDIS_USERNAME)")
+                if max(order.index("REDIS_USERNAME"), order.index("REDIS_PASSWORD")) > order.index(url):
+                    problems.append(f"{name(obj)}: {url} uses a variable defined after it")
+    return problems
+
+
+def redis_acl_problems(r: Rendered) -> list[str]:
+    """The in-cluster Redis loads the chart's aclfile (no requirepass): the default user off, every
+    role's rules as redisUsers gives them, each client's role on with the SHA-256 of its own Secret's
+    password; its readiness probe logs in as the probe user."""
+    redis = [o for o in workloads(r) if component(o) == "redis"]
+    if not redis:
+        return []
+    c = pod_specs(redis[0])[0]["containers"][0]
+    args = c.get("args", [])
+    problems = [] if "--aclfile" in args and "--requirepass" not in args else [f"redis args {args}"]
+    lines = acl_lines(r)
+    if lines[0] != "user default off resetkeys resetchannels -@all":
+        problems.append(f"the default user is not off: {lines[0]!r}")
+    passwords = dp.rendered_secrets(r)
+    on = {}
+    for role, user in r.values["redisUsers"].items():
+        line = next((x for x in lines if x.split()[:2] == ["user", role]), "")
+        if not line.endswith(" " + user["rules"]):
+            problems.append(f"user {role}: {line!r} does not end with its rules {user['rules']!r}")
+        s = r.values["secrets"][user["secret"]]
+        if line.split()[2:3] == ["on"]:
+            on[role] = passwords[s["name"]][s["key"]]
+            if line.split()[3] != "#" + hashlib.sha256(on[role].encode()).hexdigest():
+                problems.append(f"user {role}: the hash is not of {s['name']}'s password")
+    for obj in workloads(r):
+        role = env_of(pod_specs(obj)[0]["containers"][0]).get("REDIS_USERNAME", {}).get("value")
+        if role is not None and role not in on:
+            problems.append(f"{name(obj)} logs in as {role}, which is off in the aclfile")
+    probe = " ".join(c["readinessProbe"].get("exec", {}).get("command", []))
+    if "--user probe" not in probe or env_of(c).get("REDISCLI_AUTH", {}).get("valueFrom") is None:
+        problems.append(f"redis readiness probe does not log in as probe: {probe}")
     return problems
 
 
@@ -378,6 +596,10 @@ CHECKS: dict[str, Callable[[Rendered], list[str]]] = {
     "network": network_problems,
     "env names": env_name_problems,
     "wiring": wiring_problems,
+    "mTLS": tls_problems,
+    "health probes": health_probe_problems,
+    "redis clients": redis_client_problems,
+    "redis acl": redis_acl_problems,
 }
 
 
@@ -420,7 +642,11 @@ def test_eks_profile_shape() -> None:
     assert trigger["type"] == "redis" and trigger["metadata"]["enableTLS"] == "true"
     assert trigger["metadata"]["listName"] == CelerySettings().queue  # Celery's list is the queue's name
     env = {v["name"]: v for v in pod_specs(components["worker"])[0]["containers"][0]["env"]}
-    assert env["RAMPART_FACTCHECK__CELERY__BROKER_URL"]["value"].startswith("rediss://:$(REDIS_PASSWORD)@")
+    assert env["RAMPART_FACTCHECK__CELERY__BROKER_URL"]["value"].startswith(
+        "rediss://$(REDIS_USERNAME):$(REDIS_PASSWORD)@"
+    )
+    assert env["REDIS_USERNAME"]["value"] == "worker"  # an ElastiCache RBAC user (terraform/modules/redis)
+    assert trigger["metadata"]["usernameFromEnv"] == "REDIS_USERNAME"  # KEDA reads as the workers' user
     retrieval_env = {
         v["name"]: v.get("value") for v in pod_specs(components["retrieval"])[0]["containers"][0]["env"]
     }
@@ -430,19 +656,206 @@ def test_eks_profile_shape() -> None:
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_no_secret_value_is_rendered_outside_secrets(profile: str) -> None:
-    """Secrets are referenced (secretKeyRef, secret volumes); the only Secret objects hold generated
-    tokens; the API keys and the ElastiCache token on EKS are never created by the chart."""
+    """Secrets are referenced (secretKeyRef, secret volumes): no generated value (token, password,
+    private key) appears in any other object; the Secret objects are the generated ones, only those some
+    enabled component reads; the API keys and the ElastiCache users' passwords on EKS are never created
+    by the chart."""
     r = rendered(profile)
     made = {s["metadata"]["name"] for s in r.of_kind("Secret")}
     assert "rampart-api-keys" not in made
-    if profile == "eks":
-        assert "rampart-redis" not in made
+    assert "rampart-redis-gateway" not in made  # no component logs in as the gateway's Redis user
+    certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")}
+    tokens = {"rampart-internal-token", "rampart-ray-token"}
+    redis = {f"rampart-redis-{x}" for x in ("orchestrator", "worker", "probe", "acl")}
+    assert made == tokens | certificates | {"rampart-tls-ca"} | (set() if profile == "eks" else redis)
+    others = json.dumps([d for d in r.docs if d["kind"] != "Secret"])
+    for secret in r.of_kind("Secret"):
+        for key, value in secret["data"].items():
+            plain = base64.b64decode(value).decode()
+            for text in {value, plain, *plain.splitlines()[1:-1]} - {""}:  # PEM: each base64 line too
+                assert text not in others, f"{secret['metadata']['name']}/{key} is rendered outside it"
     for obj in workloads(r):
         for spec in pod_specs(obj):
             for c in spec["containers"]:
                 for var in c.get("env") or []:
-                    if re.search(r"(TOKEN|PASSWORD|API_KEY|PEPPER)$", var["name"]):
+                    if re.search(r"(TOKEN|PASSWORD|API_KEY|PEPPER|AUTH)$", var["name"]):
                         assert "valueFrom" in var, f"{name(obj)}: {var['name']} has a literal value"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_grpc_link_is_a_protected_pair(profile: str) -> None:
+    """The clients and servers the rendered env wires are exactly the three links of the architecture,
+    so the mTLS check above covers each (and a new link has to be added here, and protected)."""
+    assert set(grpc_pairs(rendered(profile))) == GRPC_PAIRS
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_redis_users_have_the_rules_of_the_code(profile: str) -> None:
+    """One source of truth: the chart's roles are services/common/redis_server.ROLE_RULES (the stack's),
+    and only the chart's own probe user is added."""
+    users = rendered(profile).values["redisUsers"]
+    assert {role: u["rules"] for role, u in users.items() if role != "probe"} == ROLE_RULES
+    assert users["probe"]["rules"] == "resetkeys resetchannels -@all +ping"
+
+
+def test_the_aclfile_is_what_the_stack_writes() -> None:
+    """The rendered aclfile is RedisAuth.acl_text for the rendered passwords (the roles some component
+    logs in as), plus the probe user and the unused roles switched off."""
+    r = rendered("small")
+    secrets = dp.rendered_secrets(r)
+    users = r.values["redisUsers"]
+    used = {"orchestrator", "worker", "probe"}
+    passwords = {role: secrets[f"rampart-redis-{role}"]["password"] for role in used - {"probe"}}
+    expected = RedisAuth(passwords).acl_text().splitlines()
+    lines = acl_lines(r)
+    assert [x for x in lines if x.split()[1] not in {"probe", "gateway"}] == expected
+    assert f"user gateway off {users['gateway']['rules']}" in lines
+
+
+def test_pods_roll_when_their_generated_file_changes() -> None:
+    """checksum/tls is the hash of the very certificate the Secret holds (one computation per render:
+    rampart.generated), so renewing it rolls the pods that read it at start; likewise the aclfile."""
+    r = rendered("small")
+    data = {s["metadata"]["name"]: s["data"] for s in r.of_kind("Secret")}
+    for obj in workloads(r):
+        annotations = obj["spec"]["template"]["metadata"].get("annotations", {})
+        if component(obj) in {"gateway", "orchestrator", "retrieval", "ingest"}:
+            crt = data[f"rampart-{component(obj)}-tls"]["tls.crt"]
+            assert annotations["checksum/tls"] == hashlib.sha256(crt.encode()).hexdigest(), name(obj)
+    redis = next(o for o in workloads(r) if component(o) == "redis")
+    acl = data["rampart-redis-acl"]["users.acl"]
+    assert redis["spec"]["template"]["metadata"]["annotations"]["checksum/secret-acl"] == (
+        hashlib.sha256(acl.encode()).hexdigest()
+    )
+
+
+def test_tls_off_leaves_the_token_and_probes_the_main_ports() -> None:
+    """tls.enabled=false: no certificate, no RAMPART_REMOTE__TLS__*, no health port; the probes go to
+    the gRPC ports (health answers there without the token), which the token still guards."""
+    r = render("small", {"tls": {"enabled": False}})
+    assert not [s for s in r.of_kind("Secret") if s["metadata"]["name"].endswith(("-tls", "-tls-ca"))]
+    for obj in workloads(r):
+        c = pod_specs(obj)[0]["containers"][0]
+        assert not [k for k in env_of(c) if k.startswith("RAMPART_REMOTE__TLS__")], name(obj)
+        assert "grpc-health" not in {p["name"] for p in c["ports"]}, name(obj)
+    assert health_probe_problems(r) == []
+    assert tls_problems(r)  # the mTLS check knows it is off
+    servers = {component(o): env_of(pod_specs(o)[0]["containers"][0]) for o in workloads(r)}
+    assert all("RAMPART_REMOTE__INTERNAL_TOKEN" in servers[c] for c in ("retrieval", "ingest"))
+
+
+def test_cert_manager_issues_the_secrets_the_pods_mount() -> None:
+    """tls.source=certManager: a Certificate per mTLS component, into the Secret its pods mount, for
+    its Service's names, server and client use, from the configured CA issuer; the chart generates no
+    certificate of its own."""
+    issuer = {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    r = render("small", {"tls": {"source": "certManager", "certManager": {"issuerRef": issuer}}})
+    certificates = {c["metadata"]["name"]: c["spec"] for c in r.of_kind("Certificate")}
+    assert set(certificates) == {
+        f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")
+    }
+    for secret_name, spec in certificates.items():
+        assert spec["secretName"] == secret_name and spec["issuerRef"] == issuer
+        assert {"server auth", "client auth"} <= set(spec["usages"])
+        assert spec["privateKey"]["rotationPolicy"] == "Always"
+    assert "rampart-retrieval" in certificates["rampart-retrieval-tls"]["dnsNames"]
+    assert "rampart-retrieval.rampart.svc.cluster.local" in certificates["rampart-retrieval-tls"]["dnsNames"]
+    assert not [s for s in r.of_kind("Secret") if s["metadata"]["name"].endswith(("-tls", "-tls-ca"))]
+    assert tls_problems(r) == []  # the mounts and env are the same as with generated certificates
+    existing = render("small", {"tls": {"source": "existing"}})
+    assert not existing.of_kind("Certificate") and tls_problems(existing) == []
+    assert not [s for s in existing.of_kind("Secret") if s["metadata"]["name"].endswith("-tls")]
+
+
+def test_the_rendered_certificates_make_an_mtls_handshake(tmp_path: Path) -> None:
+    """The chart's certificates (Helm's genSignedCertWithKey, ECDSA) with the services' own TLS code:
+    retrieval's certificate serves, the orchestrator's is accepted as a client for the name it dials; a
+    client without a certificate, or with one of another release's CA, is refused at the handshake."""
+    import grpc
+    from grpc_health.v1 import health, health_pb2_grpc
+
+    from services.common.grpc_client import check_ready, open_channel
+    from services.common.service_auth import ServiceAuth, TlsMaterial
+
+    def material(r: Rendered, comp: str) -> TlsMaterial:
+        s = dp.rendered_secrets(r)[f"rampart-{comp}-tls"]
+        return TlsMaterial(
+            s["ca.crt"].encode(), s["tls.crt"].encode(), s["tls.key"].encode(), "rampart-retrieval"
+        )
+
+    r = rendered("small")
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    credentials = ServiceAuth(tls=material(r, "retrieval")).server_credentials()
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    try:
+        address = f"127.0.0.1:{port}"
+        assert check_ready(
+            open_channel(address, auth=ServiceAuth(tls=material(r, "orchestrator"))), timeout_s=5
+        )
+        ca = material(r, "orchestrator").ca
+        no_cert = grpc.secure_channel(
+            address,
+            grpc.ssl_channel_credentials(root_certificates=ca),
+            options=[("grpc.ssl_target_name_override", "rampart-retrieval")],
+        )
+        assert not check_ready(no_cert, timeout_s=5)
+        other_release = render("small")  # a fresh CA: another release's certificates
+        assert not check_ready(
+            open_channel(address, auth=ServiceAuth(tls=material(other_release, "orchestrator"))), timeout_s=5
+        )
+    finally:
+        server.stop(0)
+
+
+def test_the_rendered_aclfile_loads_into_redis(tmp_path: Path) -> None:
+    """Debian's redis-server 7 loads the chart's aclfile: the roles log in with their Secrets'
+    passwords, the probe may only PING, the default user and the unused gateway user cannot log in."""
+    import redis as redis_py
+
+    from services.common.net import free_port
+    from services.common.redis_server import redis_command, redis_server_binary
+
+    r = rendered("small")
+    secrets = dp.rendered_secrets(r)
+    binary = redis_server_binary()
+    assert binary is not None, "redis-server is not installed: run `make system-deps`"
+    acl = tmp_path / "users.acl"
+    acl.write_text(secrets["rampart-redis-acl"]["users.acl"])
+    port = free_port()
+    proc = subprocess.Popen(
+        [*redis_command(binary, port, aclfile=acl), "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+
+        def client(user: str | None = None, password: str | None = None) -> redis_py.Redis:
+            return redis_py.Redis(port=port, username=user, password=password, socket_connect_timeout=2)
+
+        def password(role: str) -> str:
+            return secrets[f"rampart-redis-{role}"]["password"]
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert client("worker", password("worker")).ping()
+                break
+            except redis_py.ConnectionError:
+                assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
+                time.sleep(0.05)
+        assert client("orchestrator", password("orchestrator")).set("rampart.factcheck.x", "1")
+        assert client("probe", password("probe")).ping()
+        with pytest.raises(redis_py.exceptions.NoPermissionError):
+            client("probe", password("probe")).get("rampart.factcheck.x")
+        with pytest.raises(redis_py.exceptions.AuthenticationError):
+            client().get("rampart.factcheck.x")  # the default user, no password
+        with pytest.raises(redis_py.exceptions.AuthenticationError):
+            client("gateway", password("worker")).ping()  # off, and has no password
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 # --- each check fails when its property breaks ---------------------------------------------------
@@ -555,7 +968,7 @@ def test_wiring_check_breaks() -> None:
 
     def bind_elsewhere(r: Rendered) -> None:
         env = first_container(r, "retrieval")["env"]
-        next(v for v in env if v["name"] == "RAMPART_RETRIEVAL_SERVICE__PORT")["value"] = "50061"
+        next(v for v in env if v["name"] == "RAMPART_RETRIEVAL_SERVICE__PORT")["value"] = "50071"
 
     for change in (wrong_port, unopened, bind_elsewhere):
         assert wiring_problems(broken("small", change)), change.__name__
@@ -566,6 +979,91 @@ def test_env_name_check_breaks() -> None:
         first_container(r, "gateway")["env"].append({"name": "RAMPART_GATEWAY_PORT", "value": "8080"})
 
     assert env_name_problems(broken("small", typo))
+
+
+def env_var(r: Rendered, comp: str, var: str) -> dict[str, Any]:
+    return next(v for v in first_container(r, comp)["env"] if v["name"] == var)
+
+
+def test_tls_check_breaks() -> None:
+    def plaintext_client(r: Rendered) -> None:  # the gateway calls ingest without TLS
+        env_var(r, "gateway", "RAMPART_REMOTE__TLS__ENABLED")["value"] = "false"
+
+    def borrowed_secret(r: Rendered) -> None:  # ingest mounts retrieval's certificate and key
+        obj = next(o for o in workloads(r) if component(o) == "ingest")
+        volume = next(v for v in pod_specs(obj)[0]["volumes"] if v["name"] == "tls")
+        volume["secret"]["secretName"] = "rampart-retrieval-tls"
+
+    def writable(r: Rendered) -> None:
+        mount = next(m for m in first_container(r, "retrieval")["volumeMounts"] if m["name"] == "tls")
+        mount["readOnly"] = False
+
+    def wrong_names(r: Rendered) -> None:  # retrieval serves a certificate made for the gateway
+        secrets = {s["metadata"]["name"]: s for s in r.of_kind("Secret")}
+        secrets["rampart-retrieval-tls"]["data"] = secrets["rampart-gateway-tls"]["data"]
+
+    def other_ca(r: Rendered) -> None:  # the orchestrator trusts another release's CA
+        other = next(
+            s for s in render("small").of_kind("Secret") if s["metadata"]["name"] == "rampart-tls-ca"
+        )
+        orchestrator = next(
+            s for s in r.of_kind("Secret") if s["metadata"]["name"] == "rampart-orchestrator-tls"
+        )
+        orchestrator["data"]["ca.crt"] = other["data"]["tls.crt"]
+
+    for change in (plaintext_client, borrowed_secret, writable, wrong_names, other_ca):
+        assert tls_problems(broken("small", change)), change.__name__
+
+
+def test_health_probe_check_breaks() -> None:
+    def main_port(r: Rendered) -> None:  # a kubelet probe on the mTLS port fails every handshake
+        first_container(r, "retrieval")["readinessProbe"]["grpc"]["port"] = 50051
+
+    def unbound(r: Rendered) -> None:
+        env = first_container(r, "ingest")["env"]
+        env[:] = [v for v in env if v["name"] != "RAMPART_INGEST_SERVICE__HEALTH_PORT"]
+
+    for change in (main_port, unbound):
+        assert health_probe_problems(broken("small", change)), change.__name__
+
+
+def test_redis_checks_break() -> None:
+    def anonymous(r: Rendered) -> None:  # the default user's URL
+        env_var(r, "worker", "RAMPART_FACTCHECK__CELERY__BROKER_URL")["value"] = (
+            "redis://rampart-redis:6379/0"
+        )
+
+    def borrowed_password(r: Rendered) -> None:  # the worker reads the orchestrator's password
+        env_var(r, "worker", "REDIS_PASSWORD")["valueFrom"]["secretKeyRef"]["name"] = (
+            "rampart-redis-orchestrator"
+        )
+
+    def late_user(r: Rendered) -> None:  # $(REDIS_USERNAME) would not expand
+        env = first_container(r, "orchestrator")["env"]
+        env.append(env.pop(next(i for i, v in enumerate(env) if v["name"] == "REDIS_USERNAME")))
+
+    for change in (anonymous, borrowed_password, late_user):
+        assert redis_client_problems(broken("small", change)), change.__name__
+
+    def acl(lines: list[str]) -> Callable[[Rendered], None]:
+        def change(r: Rendered) -> None:
+            secret = next(s for s in r.of_kind("Secret") if s["metadata"]["name"] == "rampart-redis-acl")
+            secret["data"]["users.acl"] = base64.b64encode("\n".join(lines).encode()).decode()
+
+        return change
+
+    lines = acl_lines(rendered("small"))
+    default_on = ["user default on nopass ~* +@all", *lines[1:]]
+    wider = [x.replace("+ping", "+@all") for x in lines]  # the probe may do anything
+    stale = [re.sub(r"#[0-9a-f]{64}", "#" + "0" * 64, x) for x in lines]  # hashes of other passwords
+    worker_off = [x.replace("user worker on", "user worker off") for x in lines]
+    for changed in (default_on, wider, stale, worker_off):
+        assert redis_acl_problems(broken("small", acl(changed))), changed
+
+    def requirepass(r: Rendered) -> None:
+        first_container(r, "redis")["args"] = ["--requirepass", "x", "--dir", "/data"]
+
+    assert redis_acl_problems(broken("small", requirepass))
 
 
 def test_render_script_writes_every_profile(tmp_path: Path) -> None:

@@ -70,23 +70,35 @@ def test_statefulsets_become_deployments_with_claims() -> None:
 
 def test_dependent_variables_are_resolved_and_probes_dropped() -> None:
     a = adapted()
-    password = dp.rendered_secrets(small())["rampart-redis"]["password"]
+    secrets = dp.rendered_secrets(small())
+    password = secrets["rampart-redis-orchestrator"]["password"]
     for bundle in a.bundles:
         for c in containers(bundle):
             text = json.dumps([c.get("env", []), c.get("args", []), c.get("command", [])])
             assert "$(" not in text, (bundle.name, text)
             assert not {"livenessProbe", "readinessProbe", "startupProbe"} & set(c), bundle.name
     env = {e["name"]: e.get("value") for e in containers(a.bundle("rampart-orchestrator"))[0]["env"]}
-    assert env["RAMPART_FACTCHECK__CELERY__BROKER_URL"] == f"redis://:{password}@rampart-redis:6379/0"
-    assert containers(a.bundle("rampart-redis"))[0]["args"][1] == password
+    url = f"redis://orchestrator:{password}@rampart-redis:6379/0"
+    assert env["RAMPART_FACTCHECK__CELERY__BROKER_URL"] == url
+    # Redis reads its users from the aclfile: no password on its command line
+    args = containers(a.bundle("rampart-redis"))[0]["args"]
+    assert args[:2] == ["--aclfile", "/etc/redis/acl/users.acl"]
+    assert not any(v in " ".join(args) for s in secrets.values() for v in s.values())
 
 
 def test_secrets_take_the_shape_podman_reads() -> None:
     a = adapted()
-    assert set(a.env_secrets) == {"rampart-internal-token", "rampart-redis", "rampart-ray-token"}
-    assert set(a.volume_secrets) == {"rampart-api-keys"}
+    redis = {f"rampart-redis-{role}" for role in ("orchestrator", "worker", "probe")}
+    assert set(a.env_secrets) == {"rampart-internal-token", "rampart-ray-token"} | redis
+    tls = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")}
+    assert set(a.volume_secrets) == {"rampart-api-keys", "rampart-redis-acl"} | tls
     # the same values the chart generated, not new ones
-    assert a.env_secrets["rampart-redis"] == dp.rendered_secrets(small())["rampart-redis"]
+    assert a.env_secrets["rampart-redis-worker"] == dp.rendered_secrets(small())["rampart-redis-worker"]
+    # a certificate's files in plain PEM (podman writes a volume Secret's data as it is)
+    retrieval = a.volume_secrets["rampart-retrieval-tls"]
+    assert set(retrieval) == {"ca.crt", "tls.crt", "tls.key"}
+    assert retrieval["tls.key"].startswith("-----BEGIN EC PRIVATE KEY-----")
+    assert a.volume_secrets["rampart-redis-acl"]["users.acl"].startswith("user default off")
 
 
 def test_a_missing_secret_is_named() -> None:

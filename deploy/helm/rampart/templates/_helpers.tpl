@@ -42,17 +42,18 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- with $img.digest }}@{{ . }}{{ end -}}
 {{- end -}}
 
-{{/* A Redis URL for database n, password from $(REDIS_PASSWORD) (Kubernetes expands it from the
-     Secret-backed variable defined before it). Args: list root n. */}}
+{{/* A Redis URL for database n as the component's ACL user (redisUser): $(REDIS_USERNAME) and
+     $(REDIS_PASSWORD), which Kubernetes expands from the variables defined before it (the password
+     from the role's Secret), so no credential is in a value. Args: list root n. */}}
 {{- define "rampart.redisUrl" -}}
 {{- $root := index . 0 -}}
 {{- $db := index . 1 -}}
 {{- $r := $root.Values.endpoints.redis -}}
 {{- $host := $r.host | default (printf "%s-redis" (include "rampart.fullname" $root)) -}}
 {{- if $r.tls -}}
-rediss://:$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}?ssl_cert_reqs=required
+rediss://$(REDIS_USERNAME):$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}?ssl_cert_reqs=required
 {{- else -}}
-redis://:$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}
+redis://$(REDIS_USERNAME):$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}
 {{- end -}}
 {{- end -}}
 
@@ -75,6 +76,7 @@ capabilities:
 {{- $root := .root -}}
 {{- $c := .comp -}}
 {{- $uid := $c.runAsUser | default 10001 -}}
+{{- $tls := and $root.Values.tls.enabled $c.mtls -}}
 {{- if not .ray }}
 serviceAccountName: {{ include "rampart.name" . }}
 automountServiceAccountToken: false
@@ -126,8 +128,24 @@ containers:
         containerPort: {{ .port }}
         protocol: TCP
       {{- end }}
-    {{- if or $c.secretEnv $c.rampart $c.env }}
+      {{- if and $tls $c.grpcHealth }}
+      - name: grpc-health
+        containerPort: {{ $c.grpcHealth.port }}
+        protocol: TCP
+      {{- end }}
+    {{- if or $c.secretEnv $c.rampart $c.env $c.redisUser }}
     env:
+      {{- with $c.redisUser }}
+      {{- $s := index $root.Values.secrets (index $root.Values.redisUsers .).secret }}
+      - name: REDIS_USERNAME
+        value: {{ . | quote }}
+      - name: REDIS_PASSWORD
+        valueFrom:
+          secretKeyRef:
+            name: {{ $s.name }}
+            key: {{ $s.key }}
+            optional: false
+      {{- end }}
       {{- range $c.secretEnv }}
       {{- $s := index $root.Values.secrets .secret }}
       - name: {{ .name }}
@@ -136,6 +154,9 @@ containers:
             name: {{ $s.name }}
             key: {{ $s.key }}
             optional: false
+      {{- end }}
+      {{- if $tls }}
+      {{- include "rampart.tlsEnv" . | nindent 6 }}
       {{- end }}
       {{- if $c.rampart }}
       {{- range $k, $v := $root.Values.global.env }}
@@ -164,8 +185,13 @@ containers:
       {{- include "rampart.containerSecurityContext" . | nindent 6 }}
     {{- range $probe := list "startupProbe" "livenessProbe" "readinessProbe" }}
     {{- with index $c.probes $probe }}
+    {{- $p := . }}
+    {{- if and $tls $c.grpcHealth .grpc }}
+    {{- /* kubelet's gRPC probe speaks no TLS: the plaintext health-only port */}}
+    {{- $p = merge (dict "grpc" (merge (dict "port" $c.grpcHealth.port) (omit .grpc "port"))) (omit . "grpc") }}
+    {{- end }}
     {{ $probe }}:
-      {{- toYaml . | nindent 6 }}
+      {{- toYaml $p | nindent 6 }}
     {{- end }}
     {{- end }}
     volumeMounts:
@@ -176,6 +202,11 @@ containers:
       {{- range $c.secretFiles }}
       - name: {{ .name }}
         mountPath: {{ .path }}
+        readOnly: true
+      {{- end }}
+      {{- if $tls }}
+      - name: tls
+        mountPath: {{ $root.Values.tls.mountPath }}
         readOnly: true
       {{- end }}
       {{- if $c.config }}
@@ -207,9 +238,70 @@ volumes:
         - key: {{ $s.key }}
           path: {{ $s.key }}
   {{- end }}
+  {{- if $tls }}
+  - name: tls
+    secret:
+      secretName: {{ include "rampart.tlsSecret" . }}
+      optional: false
+      defaultMode: 0400
+      items:
+        {{- range list "ca.crt" "tls.crt" "tls.key" }}
+        - key: {{ . }}
+          path: {{ . }}
+        {{- end }}
+  {{- end }}
   {{- if $c.config }}
   - name: config
     configMap:
       name: {{ include "rampart.name" . }}
   {{- end }}
+{{- end -}}
+
+{{/* The Secret of one component's certificate (ca.crt, tls.crt, tls.key). Args: dict root name. */}}
+{{- define "rampart.tlsSecret" -}}
+{{- printf "%s-%s-tls" (include "rampart.fullname" .root) .name -}}
+{{- end -}}
+
+{{/* The DNS names a component's certificate is valid for: its Service's, short to fully qualified
+     (clients dial the short one, rampart-retrieval:50051, and check the certificate against it). */}}
+{{- define "rampart.tlsNames" -}}
+{{- $svc := printf "%s-%s" (include "rampart.fullname" .root) (include "rampart.group" .) -}}
+{{- $ns := .root.Release.Namespace -}}
+{{- toJson (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) -}}
+{{- end -}}
+
+{{/* remote.tls of a component with mtls: the mounted Secret's files (paths only, no secret). */}}
+{{- define "rampart.tlsEnv" -}}
+{{- $dir := .root.Values.tls.mountPath -}}
+- name: RAMPART_REMOTE__TLS__ENABLED
+  value: "true"
+- name: RAMPART_REMOTE__TLS__CA_FILE
+  value: {{ printf "%s/ca.crt" $dir | quote }}
+- name: RAMPART_REMOTE__TLS__CERT_FILE
+  value: {{ printf "%s/tls.crt" $dir | quote }}
+- name: RAMPART_REMOTE__TLS__KEY_FILE
+  value: {{ printf "%s/tls.key" $dir | quote }}
+{{- with .comp.grpcHealth }}
+- name: {{ .setting }}
+  value: {{ .port | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod template's annotations: a checksum of each generated file it mounts (its certificate, the
+     Redis aclfile), so that `helm upgrade` rolls exactly the pods whose file changed (a renewed
+     certificate, a rotated Redis password); the files are read at start. Args: dict root name comp. */}}
+{{- define "rampart.podAnnotations" -}}
+{{- $g := include "rampart.generated" .root | fromJson -}}
+{{- $c := .comp -}}
+{{- with $c.config }}
+checksum/config: {{ toYaml .files | sha256sum }}
+{{- end }}
+{{- if and .root.Values.tls.enabled $c.mtls (hasKey $g.tls .name) }}
+checksum/tls: {{ index $g.tls .name "tls.crt" | sha256sum }}
+{{- end }}
+{{- range $f := $c.secretFiles }}
+{{- with index $g.secrets $f.secret }}
+checksum/secret-{{ $f.name }}: {{ . | sha256sum }}
+{{- end }}
+{{- end }}
 {{- end -}}

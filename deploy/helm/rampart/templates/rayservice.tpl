@@ -32,6 +32,10 @@ spec:
         metadata:
           labels:
             {{- include "rampart.labels" . | nindent 12 }}
+          {{- with include "rampart.podAnnotations" . }}
+          annotations:
+            {{- . | nindent 12 }}
+          {{- end }}
         spec:
           {{- include "rampart.podSpec" (merge (dict "ray" true "container" "ray-head") .) | nindent 10 }}
     workerGroupSpecs:
@@ -44,6 +48,10 @@ spec:
           metadata:
             labels:
               {{- include "rampart.labels" . | nindent 14 }}
+            {{- with include "rampart.podAnnotations" . }}
+            annotations:
+              {{- . | nindent 14 }}
+            {{- end }}
           spec:
             {{- include "rampart.podSpec" (merge (dict "ray" true "container" "ray-worker") .) | nindent 12 }}
 {{- end -}}
