@@ -10,14 +10,17 @@ adapts the rendered objects to what podman 4.3 runs, without editing the chart:
 - StatefulSets: podman ignores them, so each becomes a one-replica Deployment whose
   ``volumeClaimTemplates`` become PersistentVolumeClaims (podman named volumes);
 - Secrets: become podman secrets, as podman wants them: a JSON map of base64 values for
-  ``secretKeyRef``; for a secret volume a Secret whose ``data`` holds the *plain* values (podman 4.3
-  writes ``data`` into the file without base64-decoding it, ignores ``stringData`` and ``defaultMode``:
-  the file is 0644 in a 0755 folder, where Kubernetes gives 0400);
+  ``secretKeyRef`` (tokens, each Redis role's password); for a secret volume (the API keys, the Redis
+  aclfile, each component's mTLS certificate: ca.crt, tls.crt, tls.key) a Secret whose ``data`` holds
+  the *plain* values (podman 4.3 writes ``data`` into the file without base64-decoding it, ignores
+  ``stringData`` and ``defaultMode``: the file is 0644 in a 0755 folder, where Kubernetes gives 0400;
+  a secret volume whose podman secret is missing fails the play whatever ``optional`` says);
 - ``$(VAR)`` in env values and args (Kubernetes' dependent variables, e.g. the Redis URL's password):
   podman does not expand them, so they are resolved here; the adapted manifests therefore hold
   secret values and are written to a private (0700) folder that teardown removes;
 - probes: podman runs none without systemd (and logs systemd errors for each), so they are dropped;
-  readiness is polled from here instead;
+  readiness is polled from here instead (and tests/deploy calls the gRPC servers' plaintext health
+  ports, which the kubelet's probes use while mTLS is on);
 - objects podman has no use for (NetworkPolicy, ServiceAccount, ServiceMonitor, HPA, PDB) are left out.
 """
 

@@ -1,7 +1,9 @@
 """The Helm chart's small profile run as real containers (``make test-deploy``): the images of
 ``make images`` under ``podman kube play``, documents ingested and searched and an answer given through
-the gateway with ACLs and fact-check verdicts (as tests/e2e does on the supervisord stack), one pod
-stopped to watch the response degrade as docs/stack.md says, then everything torn down.
+the gateway with ACLs and fact-check verdicts (as tests/e2e does on the supervisord stack), the
+service-to-service controls checked from outside the pods (the orchestrator's internal token, mTLS and
+the token on the gRPC services, the Redis ACL users), one pod stopped to watch the response degrade as
+docs/stack.md says, then everything torn down.
 
 tests/deploy_podman.py adapts the rendered chart to podman (its docstring lists what and why).
 Timings land in ``out/deploy-podman.json`` (docs/deploy.md quotes them).
@@ -19,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+import redis
 
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.types import Principal
@@ -191,6 +195,85 @@ def test_orchestrator_refuses_a_caller_without_the_internal_token(loaded: Deploy
     }
     r = httpx.post(url, json=forged, timeout=30)
     assert r.status_code == 401, r.text
+
+
+def _retrieval_call(
+    address: str, credentials: grpc.ChannelCredentials | None, token: str | None
+) -> grpc.StatusCode:
+    """The status of IndexService/Info at ``address`` (OK or the refusal), over TLS checked against the
+    retrieval Service's name when ``credentials`` are given."""
+    from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
+
+    if credentials is None:
+        channel = grpc.insecure_channel(address)
+    else:
+        channel = grpc.secure_channel(
+            address, credentials, options=[("grpc.ssl_target_name_override", "rampart-retrieval")]
+        )
+    metadata = [(INTERNAL_TOKEN_HEADER, token)] if token else None
+    with channel:
+        try:
+            index_pb2_grpc.IndexServiceStub(channel).Info(
+                index_pb2.InfoRequest(), timeout=10, metadata=metadata
+            )
+        except grpc.RpcError as exc:
+            return exc.code()
+    return grpc.StatusCode.OK
+
+
+def test_grpc_refuses_callers_without_a_certificate_of_the_release(loaded: Deployed) -> None:
+    """Retrieval's gRPC port, from outside the pods: plaintext and TLS without a client certificate fail
+    the handshake; the gateway's certificate without the token is UNAUTHENTICATED; with both (what the
+    orchestrator and ingest hold, from their own Secrets) the call passes. The kubelet's plaintext
+    health port answers health and nothing else."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    ip = dp.pod_ip(loaded.adapted.bundle("rampart-retrieval").pods[0])
+    address = f"{ip}:50051"
+    tls = loaded.adapted.volume_secrets["rampart-gateway-tls"]
+    ca, cert, key = (tls[k].encode() for k in ("ca.crt", "tls.crt", "tls.key"))
+    anonymous = grpc.ssl_channel_credentials(root_certificates=ca)
+    member = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+    assert _retrieval_call(address, None, loaded.token) == grpc.StatusCode.UNAVAILABLE  # plaintext
+    assert _retrieval_call(address, anonymous, loaded.token) == grpc.StatusCode.UNAVAILABLE
+    assert _retrieval_call(address, member, None) == grpc.StatusCode.UNAUTHENTICATED
+    assert _retrieval_call(address, member, loaded.token) == grpc.StatusCode.OK
+    health_port = f"{ip}:50061"
+    with grpc.insecure_channel(health_port) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    assert _retrieval_call(health_port, None, loaded.token) == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_redis_admits_each_role_only(loaded: Deployed) -> None:
+    """The Redis pod from outside: no credentials, the default user, or a role with another role's
+    password are refused; the probe user may only PING; the worker's user works (the fact-check
+    verdicts above went through it) but may not flush or reconfigure the server."""
+    ip = dp.pod_ip(loaded.adapted.bundle("rampart-redis").pods[0])
+    secrets = loaded.adapted.env_secrets
+
+    def client(user: str | None = None, password: str | None = None) -> redis.Redis:
+        return redis.Redis(host=ip, port=6379, username=user, password=password, socket_timeout=10)
+
+    worker = secrets["rampart-redis-worker"]["password"]
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        client().ping()  # the default user, no password
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        client("default", worker).ping()
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        client("orchestrator", worker).ping()
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        client("gateway", worker).ping()  # no component uses it: off
+    probe = client("probe", secrets["rampart-redis-probe"]["password"])
+    assert probe.ping()
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        probe.keys("*")
+    as_worker = client("worker", worker)
+    assert as_worker.ping() and as_worker.dbsize() >= 0
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        as_worker.flushall()
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        as_worker.config_get("requirepass")
 
 
 def test_stopping_triton_degrades_rerank_then_recovers(loaded: Deployed) -> None:

@@ -82,7 +82,7 @@ def test_dependent_variables_are_resolved_and_probes_dropped() -> None:
     assert env["RAMPART_FACTCHECK__CELERY__BROKER_URL"] == url
     # Redis reads its users from the aclfile: no password on its command line
     args = containers(a.bundle("rampart-redis"))[0]["args"]
-    assert args[:2] == ["--aclfile", "/etc/redis/acl/users.acl"]
+    assert args[:2] == ["--aclfile", "/etc/rampart/redis/users.acl"]
     assert not any(v in " ".join(args) for s in secrets.values() for v in s.values())
 
 
