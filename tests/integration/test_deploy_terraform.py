@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.deploy_render import CHART, ROOT, profile_values, render
+from services.common.redis_server import ROLE_RULES
+from tests.deploy_render import CHART, ROOT, pod_specs, profile_values, render
 from tests.integration.test_deploy_chart import run_checkov
 
 TERRAFORM = ROOT / "terraform"
@@ -211,3 +212,45 @@ def test_irsa_trusts_the_service_account_the_chart_renders() -> None:
         d for d in r.docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "rampart-retrieval"
     )
     assert retrieval["spec"]["template"]["spec"]["serviceAccountName"] == "rampart-retrieval"
+
+
+def redis_module() -> dict[str, Any]:
+    return hcl(TERRAFORM / "modules" / "redis" / "main.tf")
+
+
+def resources(module: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {unquote(n): body for block in module["resource"] for n, body in block.get(kind, {}).items()}
+
+
+def test_elasticache_users_are_the_charts_and_the_codes() -> None:
+    """ElastiCache RBAC, as the chart's in-cluster Redis: the roles' rules are
+    services/common/redis_server.ROLE_RULES (and the chart's redisUsers), a user for exactly the roles
+    the EKS profile's components log in as, each password in the Secrets Manager secret External Secrets
+    copies into the Secret the chart reads, the default user off, no shared AUTH token."""
+    module = redis_module()
+    rules = next(block["role_rules"] for block in module["locals"] if "role_rules" in block)
+    assert rules == ROLE_RULES
+    r = render("eks")
+    assert {role: u["rules"] for role, u in r.values["redisUsers"].items() if role != "probe"} == rules
+    variables = hcl(TERRAFORM / "modules" / "redis" / "variables.tf")["variable"]
+    roles = next(v for block in variables for k, v in block.items() if unquote(k) == "roles")["default"]
+    used = {
+        env["value"]
+        for obj in r.docs
+        if obj["kind"] in ("Deployment", "StatefulSet", "RayService")
+        for spec in pod_specs(obj)
+        for env in spec["containers"][0].get("env") or []
+        if env["name"] == "REDIS_USERNAME"
+    }
+    assert set(roles) == used == {"orchestrator", "worker"}
+    for role in roles:  # the Kubernetes Secret the pods read is the one Terraform's secret names
+        secret = r.values["secrets"][r.values["redisUsers"][role]["secret"]]
+        assert secret == {"name": f"rampart-redis-{role}", "key": "password", "generate": False}
+    users = resources(module, "aws_elasticache_user")
+    assert users["default"]["user_name"] == "default" and users["default"]["access_string"] == "off -@all"
+    assert users["role"]["access_string"] == "on ${local.role_rules[each.key]}"
+    group = resources(module, "aws_elasticache_replication_group")["this"]
+    assert "auth_token" not in group and group["transit_encryption_enabled"] is True
+    assert group["user_group_ids"] == ["${aws_elasticache_user_group.this.user_group_id}"]
+    secret = resources(module, "aws_secretsmanager_secret")["role"]
+    assert "rampart-redis-${each.key}" in secret["description"]

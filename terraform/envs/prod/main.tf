@@ -131,7 +131,7 @@ module "iam" {
   oidc_provider_arn    = module.eks.oidc_provider_arn
   oidc_issuer          = module.eks.oidc_issuer
   opensearch_domain    = local.name
-  readable_secret_arns = [module.redis.auth_secret_arn]
+  readable_secret_arns = values(module.redis.user_secret_arns)
   kms_key_arn          = aws_kms_key.this.arn
   tags                 = local.tags
 }

@@ -41,9 +41,9 @@ output "cluster_name" {
   value       = module.eks.cluster_name
 }
 
-output "redis_auth_secret_arn" {
-  description = "Secrets Manager secret of the Redis AUTH token (External Secrets source)."
-  value       = module.redis.auth_secret_arn
+output "redis_user_secret_arns" {
+  description = "Secrets Manager secret of each Redis role's password, by role (External Secrets sources: Kubernetes Secret rampart-redis-<role>)."
+  value       = module.redis.user_secret_arns
 }
 
 output "irsa_role_arns" {

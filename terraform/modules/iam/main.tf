@@ -2,7 +2,7 @@
 #   retrieval          es:ESHttp* on the domain (SigV4; also the domain's fine-grained master user,
 #                      because it creates Rampart's indexes and aliases)
 #   cluster-autoscaler scales the managed node groups (GPU groups from zero)
-#   external-secrets   reads the Redis AUTH token from Secrets Manager into the chart's Secret
+#   external-secrets   reads the Redis users' passwords from Secrets Manager into the chart's Secrets
 #   ebs-csi            volumes for the ingest journal (StatefulSet)
 
 data "aws_partition" "current" {}

@@ -8,7 +8,7 @@ output "port" {
   value       = aws_elasticache_replication_group.this.port
 }
 
-output "auth_secret_arn" {
-  description = "Secrets Manager secret holding the AUTH token (External Secrets reads it)."
-  value       = aws_secretsmanager_secret.auth.arn
+output "user_secret_arns" {
+  description = "Secrets Manager secret of each role's password, by role (External Secrets reads them)."
+  value       = { for role, s in aws_secretsmanager_secret.role : role => s.arn }
 }
