@@ -247,13 +247,14 @@ def test_grpc_refuses_callers_without_a_certificate_of_the_release(loaded: Deplo
 
 def test_redis_admits_each_role_only(loaded: Deployed) -> None:
     """The Redis pod from outside: no credentials, the default user, or a role with another role's
-    password are refused; the probe user may only PING; the worker's user works (the fact-check
-    verdicts above went through it) but may not flush or reconfigure the server."""
+    password are refused; the gateway's user holds the shared rate-limit buckets and reaches no other
+    key; the probe user may only PING; the worker's user works (the fact-check verdicts above went
+    through it) but may not flush or reconfigure the server."""
     ip = dp.pod_ip(loaded.adapted.bundle("rampart-redis").pods[0])
     secrets = loaded.adapted.env_secrets
 
-    def client(user: str | None = None, password: str | None = None) -> redis.Redis:
-        return redis.Redis(host=ip, port=6379, username=user, password=password, socket_timeout=10)
+    def client(user: str | None = None, password: str | None = None, db: int = 0) -> redis.Redis:
+        return redis.Redis(host=ip, port=6379, db=db, username=user, password=password, socket_timeout=10)
 
     worker = secrets["rampart-redis-worker"]["password"]
     with pytest.raises(redis.exceptions.AuthenticationError):
@@ -263,7 +264,13 @@ def test_redis_admits_each_role_only(loaded: Deployed) -> None:
     with pytest.raises(redis.exceptions.AuthenticationError):
         client("orchestrator", worker).ping()
     with pytest.raises(redis.exceptions.AuthenticationError):
-        client("gateway", worker).ping()  # no component uses it: off
+        client("gateway", worker).ping()
+    # the gateway's rate-limit buckets live here (the searches above drew from them), and its user
+    # reaches nothing else
+    as_gateway = client("gateway", secrets["rampart-redis-gateway"]["password"], db=3)
+    assert list(as_gateway.scan_iter(match="rampart:ratelimit:*"))
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        as_gateway.get("celery")  # any key outside rampart:ratelimit:*
     probe = client("probe", secrets["rampart-redis-probe"]["password"])
     assert probe.ping()
     with pytest.raises(redis.exceptions.NoPermissionError):

@@ -663,10 +663,9 @@ def test_no_secret_value_is_rendered_outside_secrets(profile: str) -> None:
     r = rendered(profile)
     made = {s["metadata"]["name"] for s in r.of_kind("Secret")}
     assert "rampart-api-keys" not in made
-    assert "rampart-redis-gateway" not in made  # no component logs in as the gateway's Redis user
     certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")}
     tokens = {"rampart-internal-token", "rampart-ray-token"}
-    redis = {f"rampart-redis-{x}" for x in ("orchestrator", "worker", "probe", "acl")}
+    redis = {f"rampart-redis-{x}" for x in ("gateway", "orchestrator", "worker", "probe", "acl")}
     assert made == tokens | certificates | {"rampart-tls-ca"} | (set() if profile == "eks" else redis)
     others = json.dumps([d for d in r.docs if d["kind"] != "Secret"])
     for secret in r.of_kind("Secret"):
@@ -700,16 +699,18 @@ def test_redis_users_have_the_rules_of_the_code(profile: str) -> None:
 
 def test_the_aclfile_is_what_the_stack_writes() -> None:
     """The rendered aclfile is RedisAuth.acl_text for the rendered passwords (the roles some component
-    logs in as), plus the probe user and the unused roles switched off."""
+    logs in as), plus the probe user; a role no enabled component uses is switched off, without a
+    password."""
     r = rendered("small")
     secrets = dp.rendered_secrets(r)
-    users = r.values["redisUsers"]
-    used = {"orchestrator", "worker", "probe"}
-    passwords = {role: secrets[f"rampart-redis-{role}"]["password"] for role in used - {"probe"}}
+    used = {"gateway", "orchestrator", "worker"}
+    passwords = {role: secrets[f"rampart-redis-{role}"]["password"] for role in used}
     expected = RedisAuth(passwords).acl_text().splitlines()
-    lines = acl_lines(r)
-    assert [x for x in lines if x.split()[1] not in {"probe", "gateway"}] == expected
-    assert f"user gateway off {users['gateway']['rules']}" in lines
+    assert [x for x in acl_lines(r) if x.split()[1] != "probe"] == expected
+    unused = render("small", {"components": {"gateway": {"redisUser": None}}})
+    lines = acl_lines(unused)
+    assert f"user gateway off {unused.values['redisUsers']['gateway']['rules']}" in lines
+    assert "rampart-redis-gateway" not in {s["metadata"]["name"] for s in unused.of_kind("Secret")}
 
 
 def test_pods_roll_when_their_generated_file_changes() -> None:
@@ -852,7 +853,7 @@ def test_the_rendered_aclfile_loads_into_redis(tmp_path: Path) -> None:
         with pytest.raises(redis_py.exceptions.AuthenticationError):
             client().get("rampart.factcheck.x")  # the default user, no password
         with pytest.raises(redis_py.exceptions.AuthenticationError):
-            client("gateway", password("worker")).ping()  # off, and has no password
+            client("gateway", password("worker")).ping()  # another role's password
     finally:
         proc.terminate()
         proc.wait(10)

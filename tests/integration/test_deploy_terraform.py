@@ -242,7 +242,7 @@ def test_elasticache_users_are_the_charts_and_the_codes() -> None:
         for env in spec["containers"][0].get("env") or []
         if env["name"] == "REDIS_USERNAME"
     }
-    assert set(roles) == used == {"orchestrator", "worker"}
+    assert set(roles) == used == {"gateway", "orchestrator", "worker"}
     for role in roles:  # the Kubernetes Secret the pods read is the one Terraform's secret names
         secret = r.values["secrets"][r.values["redisUsers"][role]["secret"]]
         assert secret == {"name": f"rampart-redis-{role}", "key": "password", "generate": False}

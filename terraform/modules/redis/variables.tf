@@ -6,7 +6,7 @@ variable "name" {
 variable "roles" {
   description = "Roles with an ElastiCache user (the chart's redisUser of a component on EKS); the others get none."
   type        = list(string)
-  default     = ["orchestrator", "worker"]
+  default     = ["gateway", "orchestrator", "worker"]
   validation {
     condition     = alltrue([for r in var.roles : contains(["gateway", "orchestrator", "worker"], r)])
     error_message = "Each role must be one of services/common/redis_server.ROLE_RULES: gateway, orchestrator, worker."
