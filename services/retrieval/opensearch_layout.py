@@ -22,8 +22,9 @@ from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 
 # the layout below; a change means a new version and `rampart index migrate`. 2: the crash-repair
-# fields of the documents index (writer, lease_until, stale_cids; pending_cids searchable)
-SCHEMA_VERSION = 2
+# fields of the documents index (writer, lease_until, stale_cids; pending_cids searchable). 3: the
+# chunks' entity keys (`entities`, the knowledge graph's mentions; a migrated chunk has none)
+SCHEMA_VERSION = 3
 ANALYZER = "rampart_en"
 
 
@@ -93,6 +94,9 @@ def chunks_body(settings: OpenSearchSettings, index: IndexSettings, dim: int) ->
                 "source": keyword,
                 "trust": keyword,
                 "meta": keyword,  # "key\x1f<json value>": exact-match metadata filters
+                # the chunk's entity keys (graph.entities.entity_key): its mentions, the graph's edges.
+                # Only ever term-filtered and read back from _source, so no doc values
+                "entities": {"type": "keyword", "doc_values": False},
                 "text": {"type": "text", "analyzer": ANALYZER},
                 "token_len": _stored("integer"),
                 "chunk": {"type": "object", "enabled": False},
@@ -172,6 +176,7 @@ def chunk_source(d: DocumentWrite, cid: int, cw: ChunkWrite) -> dict[str, Any]:
         "source": d.source,
         "trust": cw.chunk.trust,
         "meta": [f"{k}\x1f{json.dumps(v)}" for k, v in d.metadata.items()],
+        "entities": list(dict.fromkeys(cw.entities)),  # a key once per chunk, as the embedded mentions
         "text": cw.chunk.indexed_text,
         "token_len": cw.token_len,
         "chunk": cw.chunk.model_dump(mode="json"),
