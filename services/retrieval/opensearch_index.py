@@ -8,8 +8,8 @@ migrate`` builds and swaps the alias to: :mod:`services.retrieval.opensearch_mig
 - **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``),
   the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
   filters on *inside* the search: tenant, ACL tokens, document id and version, source, trust; and the
-  chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`: postings per key are a
-  search scoped like BM25's).
+  chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`: postings are a terms
+  aggregation inside a search scoped like BM25's).
 - **documents**: one per (tenant, document): ingest status, version, content hash, the name it is found
   by (``named``), and the ids of its chunks (so an update or a delete removes exactly those).
 - **meta**: the chunk-id counter (the ``SearchIndex`` speaks integer chunk ids, as the embedded index's
@@ -65,6 +65,7 @@ from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
 from services.retrieval.opensearch_claim import FIRST_WAIT_S, Claims, Held, held_by_other, newer_version
 from services.retrieval.opensearch_layout import (
     ANALYZER,
+    POSTINGS_TOP_HITS,
     SCHEMA_VERSION,
     chunk_source,
     chunks_body,
@@ -95,7 +96,7 @@ from services.retrieval.opensearch_transport import (
 
 log = logging.getLogger(__name__)
 
-POSTINGS_BATCH = 256  # keys per multi-search of entity postings (a walk's frontier is 256)
+POSTINGS_BATCH = 256  # keys per multi-search of entity postings past POSTINGS_TOP_HITS
 POSTINGS_PAGE = 10_000  # hits per search: OpenSearch's default index.max_result_window
 
 MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
@@ -1036,17 +1037,21 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         *,
         filters: SearchFilters | None = None,
     ) -> dict[str, list[int]]:
-        """Per key, one small query of a multi-search (:data:`POSTINGS_BATCH` keys per request): the
-        key's term inside the same tenant + ACL + filter scope as BM25 and k-NN, sorted by chunk id,
-        ``size`` = ``limit``, so a hub's postings are cut at the cap on each shard, never all fetched.
-        One terms aggregation for all keys cannot do that: its ``top_hits`` stops at the node's
-        ``index.max_inner_result_window`` (100, below the default hub cap of 201) and a composite
-        aggregation cannot stop one key at ``limit`` (docs/graph.md, "Backends"). A limit past
-        ``index.max_result_window`` pages on with ``search_after``."""
+        """One search per call when ``limit`` fits a ``top_hits`` (:data:`POSTINGS_TOP_HITS`): the
+        keys' terms inside the same tenant + ACL + filter scope as BM25 and k-NN, a terms aggregation
+        on ``entities`` with ``include`` = the keys, and per key its first ``limit`` chunks by id. On
+        5,000 chunks and 256 keys that took 59 ms where a multi-search of one query per key took 348
+        (docs/benchmarks.md). A larger limit (a hub cap past 999) takes that multi-search, paging
+        with ``search_after`` past ``index.max_result_window``."""
         check_postings(keys, limit)
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
         scope = self._scope(principal, filters)
+        if limit <= POSTINGS_TOP_HITS:
+            return self._aggregated_postings(wanted, scope, limit)
         got: dict[str, list[int]] = {}
-        todo = list(dict.fromkeys(keys))
+        todo = wanted
         while todo:
             more: list[str] = []
             for start in range(0, len(todo), POSTINGS_BATCH):
@@ -1064,6 +1069,37 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                         more.append(key)
             todo = more
         return got
+
+    def _aggregated_postings(
+        self, keys: list[str], scope: list[dict[str, Any]], limit: int
+    ) -> dict[str, list[int]]:
+        """Every key's postings from one search (a key's bucket holds all its readable mentions: the
+        aggregation's ``include`` lists exactly the keys and its size is their number, so no shard
+        cuts a bucket, and ``top_hits`` merges the shards' first chunks by id)."""
+        body = {
+            "size": 0,
+            "track_total_hits": False,
+            "query": {"bool": {"filter": [*scope, {"terms": {"entities": keys}}]}},
+            "aggs": {
+                "keys": {
+                    "terms": {"field": "entities", "include": keys, "size": len(keys)},
+                    "aggs": {
+                        "first": {"top_hits": {"size": limit, "_source": False, "sort": [{"cid": "asc"}]}}
+                    },
+                }
+            },
+        }
+        with naming(self.chunks_alias, "entity postings"):
+            resp = self.t.call(
+                "entity postings",
+                lambda: self.client.search(index=self.chunks_alias, body=body),
+                idempotent=True,
+            )
+        complete(resp, self.chunks_alias, self.url)
+        return {
+            str(b["key"]): [int(h["_id"]) for h in b["first"]["hits"]["hits"]]
+            for b in resp["aggregations"]["keys"]["buckets"]
+        }
 
     @staticmethod
     def _postings_query(

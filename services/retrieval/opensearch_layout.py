@@ -26,6 +26,9 @@ from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 # chunks' entity keys (`entities`, the knowledge graph's mentions; a migrated chunk has none)
 SCHEMA_VERSION = 3
 ANALYZER = "rampart_en"
+# hits per entity in one aggregation of entity postings (the chunks index's
+# index.max_inner_result_window, 100 by default: under the graph's default hub cap of 201)
+POSTINGS_TOP_HITS = 1_000
 
 
 def _analysis() -> dict[str, Any]:
@@ -78,6 +81,7 @@ def chunks_body(settings: OpenSearchSettings, index: IndexSettings, dim: int) ->
             **_settings_body(
                 settings,
                 knn=True,
+                max_inner_result_window=POSTINGS_TOP_HITS,
                 similarity={"default": {"type": "BM25", "k1": index.bm25_k1, "b": index.bm25_b}},
             ),
             "analysis": _analysis(),
@@ -94,9 +98,9 @@ def chunks_body(settings: OpenSearchSettings, index: IndexSettings, dim: int) ->
                 "source": keyword,
                 "trust": keyword,
                 "meta": keyword,  # "key\x1f<json value>": exact-match metadata filters
-                # the chunk's entity keys (graph.entities.entity_key): its mentions, the graph's edges.
-                # Only ever term-filtered and read back from _source, so no doc values
-                "entities": {"type": "keyword", "doc_values": False},
+                # the chunk's entity keys (graph.entities.entity_key): its mentions, the graph's edges;
+                # doc values: postings are a terms aggregation on it
+                "entities": keyword,
                 "text": {"type": "text", "analyzer": ANALYZER},
                 "token_len": _stored("integer"),
                 "chunk": {"type": "object", "enabled": False},
