@@ -1040,8 +1040,8 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         """One search per call when ``limit`` fits a ``top_hits`` (:data:`POSTINGS_TOP_HITS`): the
         keys' terms inside the same tenant + ACL + filter scope as BM25 and k-NN, a terms aggregation
         on ``entities`` with ``include`` = the keys, and per key its first ``limit`` chunks by id. On
-        5,000 chunks and 256 keys that took 59 ms where a multi-search of one query per key took 348
-        (docs/benchmarks.md). A larger limit (a hub cap past 999) takes that multi-search, paging
+        5,000 chunks and 256 keys that took 59-135 ms where a multi-search of one query per key took
+        308-348 (docs/benchmarks.md). A larger limit (a hub cap past 999) takes that multi-search, paging
         with ``search_after`` past ``index.max_result_window``."""
         check_postings(keys, limit)
         wanted = list(dict.fromkeys(keys))
