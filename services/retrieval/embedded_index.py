@@ -31,7 +31,7 @@ from services.retrieval.capabilities import (
 )
 from services.retrieval.config import IndexSettings
 from services.retrieval.doc_store import DocStore, DocumentWrite
-from services.retrieval.graph.reads import MAX_KEYS, GraphReads
+from services.retrieval.graph.reads import GraphReads, check_postings
 from services.retrieval.index import Hits
 from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
 from services.retrieval.vector_index import FaissVectorIndex
@@ -436,14 +436,7 @@ class EmbeddedIndex(CheckReads, LinkReads, GraphReads):
         *,
         filters: SearchFilters | None = None,
     ) -> dict[str, list[int]]:
-        if len(keys) > MAX_KEYS:
-            raise RampartError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"{len(keys)} entity keys in one read; send at most {MAX_KEYS}",
-                keys=len(keys),
-            )
-        if limit < 1:
-            raise RampartError(ErrorCode.INVALID_ARGUMENT, f"limit = {limit}; use 1 or more", limit=limit)
+        check_postings(keys, limit)
         return self.store.entity_postings(principal.tenant, principal.acl_tokens(), keys, limit, filters)
 
     def chunk_entities(self, cids: Sequence[int]) -> dict[int, list[str]]:

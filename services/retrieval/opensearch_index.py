@@ -2,12 +2,14 @@
 
 Unlike the embedded index, any number of processes share it: the retrieval-service replicas and the
 ingest workers all talk to one OpenSearch. Three indexes, each a versioned index behind an alias
-(``<prefix>-chunks`` → ``<prefix>-chunks-v2``; a new layout is a new version that ``rampart index
+(``<prefix>-chunks`` → ``<prefix>-chunks-v3``; a new layout is a new version that ``rampart index
 migrate`` builds and swaps the alias to: :mod:`services.retrieval.opensearch_migrate`):
 
 - **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``),
   the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
-  filters on *inside* the search: tenant, ACL tokens, document id and version, source, trust.
+  filters on *inside* the search: tenant, ACL tokens, document id and version, source, trust; and the
+  chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`: postings are a terms
+  aggregation inside a search scoped like BM25's).
 - **documents**: one per (tenant, document): ingest status, version, content hash, the name it is found
   by (``named``), and the ids of its chunks (so an update or a delete removes exactly those).
 - **meta**: the chunk-id counter (the ``SearchIndex`` speaks integer chunk ids, as the embedded index's
@@ -57,11 +59,13 @@ from services.retrieval.capabilities import (
 )
 from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import DocumentWrite
+from services.retrieval.graph.reads import GraphReads, check_postings
 from services.retrieval.index import Hits
 from services.retrieval.links.reads import MAX_NAMED_KEYS, LinkReads
 from services.retrieval.opensearch_claim import FIRST_WAIT_S, Claims, Held, held_by_other, newer_version
 from services.retrieval.opensearch_layout import (
     ANALYZER,
+    POSTINGS_TOP_HITS,
     SCHEMA_VERSION,
     chunk_source,
     chunks_body,
@@ -87,9 +91,13 @@ from services.retrieval.opensearch_transport import (
     complete,
     connect,
     item_reason,
+    naming,
 )
 
 log = logging.getLogger(__name__)
+
+POSTINGS_BATCH = 256  # keys per multi-search of entity postings past POSTINGS_TOP_HITS
+POSTINGS_PAGE = 10_000  # hits per search: OpenSearch's default index.max_result_window
 
 MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
 
@@ -131,7 +139,7 @@ def _cond(seq: tuple[int, int]) -> dict[str, int]:
     return {"if_seq_no": seq[0], "if_primary_term": seq[1]}
 
 
-class OpenSearchIndex(CheckReads, LinkReads):
+class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
     """A ``SearchIndex`` on an OpenSearch cluster (see the module doc for its layout and writes)."""
 
     def __init__(
@@ -987,28 +995,135 @@ class OpenSearchIndex(CheckReads, LinkReads):
                 "claim_vector", np.asarray(mine[c]["claim_vector"], dtype=np.float32), scope, depth
             )
             lines += [{"index": self.chunks_alias}, {"size": depth, "_source": ["doc_id"], "query": query}]
-        resp = self.t.call("copy search", lambda: self.client.msearch(body=lines), idempotent=True)
         doc_of = {c: str(mine[c]["doc_id"]) for c in order}
         found: list[list[tuple[int, float]]] = []
-        for r in resp["responses"]:
-            if "error" in r:
-                raise RampartError(
-                    ErrorCode.UNAVAILABLE,
-                    f"copy search on {self.chunks_alias} at {self.url} failed: {r['error']}",
-                    url=self.url,
-                )
-            complete(r, self.chunks_alias, self.url)
-            hits = r["hits"]["hits"]
+        for hits in self._msearch(lines, "copy search"):
             for h in hits:
                 doc_of[int(h["_id"])] = str(h["_source"]["doc_id"])
             found.append([(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits])
         return closest_per_document(order, found, doc_of, limit)
+
+    def _msearch(self, lines: list[dict[str, Any]], what: str) -> list[list[dict[str, Any]]]:
+        """The hits of each search of one multi-search, in order; a search that failed, timed out or
+        lost shards fails the whole read (like :meth:`Transport.search`), never a partial answer."""
+        with naming(self.chunks_alias, what):
+            resp = self.t.call(what, lambda: self.client.msearch(body=lines), idempotent=True)
+        out: list[list[dict[str, Any]]] = []
+        for r in resp["responses"]:
+            if "error" in r:
+                raise RampartError(
+                    ErrorCode.UNAVAILABLE,
+                    f"{what} on {self.chunks_alias} at {self.url} failed: {r['error']}; retry, and check "
+                    "the cluster's health",
+                    url=self.url,
+                    index=self.chunks_alias,
+                )
+            complete(r, self.chunks_alias, self.url)
+            out.append(r["hits"]["hits"])
+        return out
 
     def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
         if not cids:
             return {}
         got = self.t.mget(self.chunks_alias, [str(c) for c in cids], ["chunk"])
         return {int(k): Chunk.model_validate(v["chunk"]) for k, v in got.items()}
+
+    # ---- the knowledge graph's reads (GraphReads) ----------------------------------------------------
+    def entity_postings(
+        self,
+        keys: Sequence[str],
+        principal: Principal,
+        limit: int,
+        *,
+        filters: SearchFilters | None = None,
+    ) -> dict[str, list[int]]:
+        """One search per call when ``limit`` fits a ``top_hits`` (:data:`POSTINGS_TOP_HITS`): the
+        keys' terms inside the same tenant + ACL + filter scope as BM25 and k-NN, a terms aggregation
+        on ``entities`` with ``include`` = the keys, and per key its first ``limit`` chunks by id. On
+        5,000 chunks and 256 keys that took 59-135 ms where a multi-search of one query per key took
+        308-348 (docs/benchmarks.md). A larger limit (a hub cap past 999) takes that multi-search, paging
+        with ``search_after`` past ``index.max_result_window``."""
+        check_postings(keys, limit)
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        scope = self._scope(principal, filters)
+        if limit <= POSTINGS_TOP_HITS:
+            return self._aggregated_postings(wanted, scope, limit)
+        got: dict[str, list[int]] = {}
+        todo = wanted
+        while todo:
+            more: list[str] = []
+            for start in range(0, len(todo), POSTINGS_BATCH):
+                part = todo[start : start + POSTINGS_BATCH]
+                lines: list[dict[str, Any]] = []
+                for key in part:
+                    lines += [
+                        {"index": self.chunks_alias},
+                        self._postings_query(key, got.get(key), scope, limit),
+                    ]
+                for key, hits in zip(part, self._msearch(lines, "entity postings"), strict=True):
+                    if hits:
+                        got.setdefault(key, []).extend(int(h["_id"]) for h in hits)
+                    if len(hits) == POSTINGS_PAGE and len(got[key]) < limit:
+                        more.append(key)
+            todo = more
+        return got
+
+    def _aggregated_postings(
+        self, keys: list[str], scope: list[dict[str, Any]], limit: int
+    ) -> dict[str, list[int]]:
+        """Every key's postings from one search (a key's bucket holds all its readable mentions: the
+        aggregation's ``include`` lists exactly the keys and its size is their number, so no shard
+        cuts a bucket, and ``top_hits`` merges the shards' first chunks by id)."""
+        body = {
+            "size": 0,
+            "track_total_hits": False,
+            "query": {"bool": {"filter": [*scope, {"terms": {"entities": keys}}]}},
+            "aggs": {
+                "keys": {
+                    "terms": {"field": "entities", "include": keys, "size": len(keys)},
+                    "aggs": {
+                        "first": {"top_hits": {"size": limit, "_source": False, "sort": [{"cid": "asc"}]}}
+                    },
+                }
+            },
+        }
+        with naming(self.chunks_alias, "entity postings"):
+            resp = self.t.call(
+                "entity postings",
+                lambda: self.client.search(index=self.chunks_alias, body=body),
+                idempotent=True,
+            )
+        complete(resp, self.chunks_alias, self.url)
+        return {
+            str(b["key"]): [int(h["_id"]) for h in b["first"]["hits"]["hits"]]
+            for b in resp["aggregations"]["keys"]["buckets"]
+        }
+
+    @staticmethod
+    def _postings_query(
+        key: str, before: list[int] | None, scope: list[dict[str, Any]], limit: int
+    ) -> dict[str, Any]:
+        """One key's next page of postings (``before``: what earlier pages returned)."""
+        body: dict[str, Any] = {
+            "size": min(limit - len(before or ()), POSTINGS_PAGE),
+            "_source": False,
+            "track_total_hits": False,
+            "query": {"bool": {"filter": [*scope, {"term": {"entities": key}}]}},
+            "sort": [{"cid": "asc"}],
+        }
+        if before:
+            body["search_after"] = [before[-1]]
+        return body
+
+    def chunk_entities(self, cids: Sequence[int]) -> dict[int, list[str]]:
+        """The stored ``entities`` of each chunk that has some (a real-time GET, like other chunk
+        reads); a chunk indexed before layout v3 has none."""
+        if not cids:
+            return {}
+        got = self.t.mget(self.chunks_alias, [str(c) for c in cids], ["entities"])
+        return {int(k): [str(e) for e in v["entities"]] for k, v in got.items() if v.get("entities")}
 
     def stats(self) -> dict[str, int]:
         count = self.t.call(

@@ -22,9 +22,13 @@ from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 
 # the layout below; a change means a new version and `rampart index migrate`. 2: the crash-repair
-# fields of the documents index (writer, lease_until, stale_cids; pending_cids searchable)
-SCHEMA_VERSION = 2
+# fields of the documents index (writer, lease_until, stale_cids; pending_cids searchable). 3: the
+# chunks' entity keys (`entities`, the knowledge graph's mentions; a migrated chunk has none)
+SCHEMA_VERSION = 3
 ANALYZER = "rampart_en"
+# hits per entity in one aggregation of entity postings (the chunks index's
+# index.max_inner_result_window, 100 by default: under the graph's default hub cap of 201)
+POSTINGS_TOP_HITS = 1_000
 
 
 def _analysis() -> dict[str, Any]:
@@ -77,6 +81,7 @@ def chunks_body(settings: OpenSearchSettings, index: IndexSettings, dim: int) ->
             **_settings_body(
                 settings,
                 knn=True,
+                max_inner_result_window=POSTINGS_TOP_HITS,
                 similarity={"default": {"type": "BM25", "k1": index.bm25_k1, "b": index.bm25_b}},
             ),
             "analysis": _analysis(),
@@ -93,6 +98,9 @@ def chunks_body(settings: OpenSearchSettings, index: IndexSettings, dim: int) ->
                 "source": keyword,
                 "trust": keyword,
                 "meta": keyword,  # "key\x1f<json value>": exact-match metadata filters
+                # the chunk's entity keys (graph.entities.entity_key): its mentions, the graph's edges;
+                # doc values: postings are a terms aggregation on it
+                "entities": keyword,
                 "text": {"type": "text", "analyzer": ANALYZER},
                 "token_len": _stored("integer"),
                 "chunk": {"type": "object", "enabled": False},
@@ -172,6 +180,7 @@ def chunk_source(d: DocumentWrite, cid: int, cw: ChunkWrite) -> dict[str, Any]:
         "source": d.source,
         "trust": cw.chunk.trust,
         "meta": [f"{k}\x1f{json.dumps(v)}" for k, v in d.metadata.items()],
+        "entities": list(dict.fromkeys(cw.entities)),  # a key once per chunk, as the embedded mentions
         "text": cw.chunk.indexed_text,
         "token_len": cw.token_len,
         "chunk": cw.chunk.model_dump(mode="json"),

@@ -45,6 +45,7 @@ def doc(
     analyze: Callable[[str], int] = lambda s: len(s.split()),
     claims: list[str] | None = None,
     title: str = "",
+    entities: list[tuple[str, ...]] | None = None,
 ) -> DocumentWrite:
     chunks = [
         ChunkWrite(
@@ -52,6 +53,7 @@ def doc(
             analyze(t),
             vec(t),
             vec(claims[i]) if claims is not None else None,
+            entities[i] if entities is not None else (),
         )
         for i, t in enumerate(texts)
     ]

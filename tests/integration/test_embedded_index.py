@@ -14,6 +14,7 @@ from services.retrieval.capabilities import Copies
 from services.retrieval.config import IndexSettings
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.index import SearchIndex
+from tests.contracts.graph_reads import GraphReadsContract
 from tests.contracts.search_index import (
     ALICE,
     BOB,
@@ -26,7 +27,7 @@ from tests.contracts.search_index import (
 )
 
 
-class TestEmbeddedIndex(SearchIndexContract):
+class TestEmbeddedIndex(SearchIndexContract, GraphReadsContract):
     @pytest.fixture(params=["flat", "hnsw"])
     def make_index(
         self, request: pytest.FixtureRequest, tmp_path: Path

@@ -1,18 +1,28 @@
-"""The knowledge graph end to end on the embedded runtime (real embedder, real spaCy model, real
-index): ingest stores each chunk's entities, a search walks from the query's entities to a passage
-that shares no word with it, and no entity or passage reaches a principal through the graph that
-the index would not return to it."""
+"""The knowledge graph end to end on a runtime of each index backend, embedded and OpenSearch (real
+embedder, real spaCy model, real index; OpenSearch: the session's node,
+tests/integration/opensearch_server.py): ingest stores each chunk's entities, a search walks from
+the query's entities to a passage that shares no word with it, and no entity or passage reaches a
+principal through the graph that the index would not return to it."""
 
 from __future__ import annotations
 
 import random
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal
+from services.rerank.reranker import Reranker
+from services.retrieval.config import IndexSettings
+from services.retrieval.embedded_index import EmbeddedIndex
+from services.retrieval.embedder import Embedder
 from services.retrieval.graph.stream import GraphStatus
 from services.retrieval.hybrid import HybridRetriever
+from services.retrieval.opensearch_index import OpenSearchIndex
+from tests.integration.test_opensearch_index import drop, settings_for
 
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"])
 BOB = Principal(tenant="acme", user="bob", groups=["hr"])
@@ -28,6 +38,42 @@ DOCS = [
         for i in range(8)
     ],
 ]
+
+
+@pytest.fixture(params=["embedded", "opensearch"])
+def runtime(
+    request: pytest.FixtureRequest, settings: RampartSettings, embedder: Embedder, reranker: Reranker
+) -> Iterator[Any]:
+    """The same tests on each backend: the graph's promises (and its ACL) are the index's, so each
+    index that serves the graph is held to them (the OpenSearch node starts only when asked for)."""
+    from services.orchestrator.runtime import Runtime
+
+    prefix = None
+    if request.param == "opensearch":
+        node = request.getfixturevalue("opensearch")
+        prefix = f"g{uuid.uuid4().hex[:12]}"
+        settings = settings.model_copy(
+            update={"index": IndexSettings(backend="opensearch"), "opensearch": settings_for(node, prefix)}
+        )
+    rt = Runtime.open(settings, embedder=embedder, reranker=reranker)
+    try:
+        yield rt
+    finally:
+        rt.close()
+        if prefix is not None:
+            drop(request.getfixturevalue("opensearch"), prefix)
+
+
+def mentions(index: Any, key: str) -> int:
+    """How many chunks mention ``key`` in the whole index, whoever may read them (the store itself,
+    not a principal's read)."""
+    if isinstance(index, EmbeddedIndex):
+        return int(
+            index.store._db.execute("SELECT COUNT(*) FROM mentions WHERE entity=?", [key]).fetchone()[0]
+        )
+    assert isinstance(index, OpenSearchIndex)
+    body = {"query": {"term": {"entities": key}}}
+    return int(index.client.count(index=index.chunks_alias, body=body)["count"])
 
 
 def ingest(runtime: Any, docs: list[tuple[str, list[str], str]] = DOCS, version: int = 1) -> None:
@@ -70,6 +116,17 @@ def test_the_walk_never_crosses_a_passage_the_caller_may_not_read(runtime: Any) 
     outcome = runtime.search.retriever.search("What did Orion Capital pay for?", ALICE, params)
     assert outcome.graph is not None and outcome.graph.linked == ["orion capital"]
     assert graph_docs(runtime, ALICE, 3, "What did Orion Capital pay for?") == ["orion"]
+    # a name only an unreadable passage mentions: no postings, nothing linked, the walk never starts
+    ingest(runtime, [("deal", ["hr"], "Kestrel Dynamics quietly bought the payroll unit in Geneva.")])
+    index, key = runtime.search.retriever.index, "kestrel dynamics"
+    assert index.entity_postings([key], ALICE, 10) == {} and index.entity_postings([key], BOB, 10)
+    asked = "What did Kestrel Dynamics buy?"
+    outcome = runtime.search.retriever.search(asked, ALICE, runtime.search.params(top_k=5, weights=GRAPH))
+    assert outcome.graph is not None and outcome.graph.status is GraphStatus.NO_ENTITY
+    assert outcome.graph.linked == [] and outcome.graph.hits == []
+    outcome = runtime.search.retriever.search(asked, BOB, runtime.search.params(top_k=5, weights=GRAPH))
+    assert outcome.graph is not None and outcome.graph.status is GraphStatus.USED
+    assert outcome.graph.linked == [key]
 
 
 def test_delete_and_replace_remove_the_old_edges(runtime: Any) -> None:
@@ -81,10 +138,11 @@ def test_delete_and_replace_remove_the_old_edges(runtime: Any) -> None:
     )
     index = runtime.search.retriever.index
     assert "adrian powers" not in index.entity_postings(["adrian powers"], ALICE, 10)
-    assert index.entity_postings(["adrian powers"], BOB, 10) == {"adrian powers": [3]}  # the hr memo
+    memo = index.entity_postings(["adrian powers"], BOB, 10)["adrian powers"]
+    assert [c.doc_id for c in index.chunks(memo).values()] == ["secret"]  # the hr memo
     assert index.entity_postings(["nora vance"], ALICE, 10)
-    rows = index.store._db.execute("SELECT COUNT(*) FROM mentions WHERE entity='adrian powers'").fetchone()
-    assert rows[0] == 1  # the hr memo's mention only
+    assert mentions(index, "adrian powers") == 1  # the hr memo's mention only: none left behind
+    assert runtime.ingest.delete("acme", "secret") and mentions(index, "adrian powers") == 0
 
 
 def test_without_a_graph_the_search_says_so(runtime: Any) -> None:

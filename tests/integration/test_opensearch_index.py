@@ -8,6 +8,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
 from services.common.settings import RampartSettings
 from services.common.types import DocumentState
+from services.retrieval import opensearch_index
 from services.retrieval.config import IndexSettings, OpenSearchSettings
 from services.retrieval.doc_store import ChunkWrite
 from services.retrieval.index import SearchIndex, open_index
@@ -24,6 +26,7 @@ from services.retrieval.opensearch_index import OpenSearchIndex
 from services.retrieval.opensearch_layout import SCHEMA_VERSION
 from services.retrieval.opensearch_node import OpenSearchNode
 from services.retrieval.opensearch_transport import BULK_ACTIONS
+from tests.contracts.graph_reads import GraphReadsContract
 from tests.contracts.search_index import ALICE, DIM, SearchIndexContract, doc, ids
 
 
@@ -47,7 +50,7 @@ def prefix(opensearch: OpenSearchNode) -> Iterator[str]:
     drop(opensearch, name)
 
 
-class TestOpenSearchIndex(SearchIndexContract):
+class TestOpenSearchIndex(SearchIndexContract, GraphReadsContract):
     per_tenant_bm25 = False  # shard statistics span tenants (docs/security.md, "No leaks through scores")
 
     @pytest.fixture()
@@ -169,5 +172,73 @@ def test_token_lengths_past_the_nodes_analyze_limit(opensearch: OpenSearchNode, 
     try:
         texts = [" ".join(f"word{i}x{j}" for j in range(400)) for i in range(40)]  # 16,000 tokens
         assert ix.token_lengths(texts) == [400] * 40
+    finally:
+        ix.close()
+
+
+def test_entity_postings_page_past_one_search_and_stop_at_the_limit(
+    opensearch: OpenSearchNode, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A limit past what one aggregation returns per key takes the multi-search, and past one
+    search's window (``index.max_result_window``, 10,000) pages on with ``search_after``: both shrunk
+    to 2 here, 5 mentions are read in three pages, in chunk-id order, as the aggregation reads them."""
+    aggregated = None
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        ix.write([doc(f"d{i}", [f"tokd{i}"], entities=[("hub",)]) for i in range(5)])
+        ix.write([doc("lone", ["toklone"], entities=[("lone",)])])
+        aggregated = ix.entity_postings(["hub", "lone"], ALICE, 100)
+    finally:
+        ix.close()
+    monkeypatch.setattr(opensearch_index, "POSTINGS_TOP_HITS", 2)
+    monkeypatch.setattr(opensearch_index, "POSTINGS_PAGE", 2)
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        every = ix.entity_postings(["hub", "lone"], ALICE, 100)
+        assert (
+            every == aggregated
+            and len(every["hub"]) == 5
+            and every["hub"] == sorted(every["hub"])
+            and len(every["lone"]) == 1
+        )
+        assert ix.entity_postings(["hub"], ALICE, 3) == {"hub": every["hub"][:3]}
+        assert ix.entity_postings(["hub"], ALICE, 4) == {"hub": every["hub"][:4]}
+    finally:
+        ix.close()
+
+
+@pytest.mark.parametrize("path", ["aggregation", "multi-search"])
+@pytest.mark.parametrize(
+    "partial", [{"timed_out": True}, {"_shards": {"total": 2, "successful": 1, "failed": 1}}]
+)
+def test_entity_postings_refuse_partial_results(
+    opensearch: OpenSearchNode,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    partial: dict[str, object],
+) -> None:
+    """A postings search that timed out or lost a shard fails the read (UNAVAILABLE naming the index),
+    like every other search: a walk on part of the graph would look complete."""
+    if path == "multi-search":
+        monkeypatch.setattr(opensearch_index, "POSTINGS_TOP_HITS", 2)
+    ix = OpenSearchIndex.open(settings_for(opensearch, prefix), dim=DIM)
+    try:
+        ix.write([doc("a", ["toka"], entities=[("key",)])])
+        search, msearch = ix.client.search, ix.client.msearch
+
+        def lossy_search(**kw: Any) -> Any:
+            return {**search(**kw), **partial}
+
+        def lossy_msearch(**kw: Any) -> Any:
+            resp = msearch(**kw)
+            resp["responses"][0].update(partial)
+            return resp
+
+        monkeypatch.setattr(ix.client, "search", lossy_search)
+        monkeypatch.setattr(ix.client, "msearch", lossy_msearch)
+        with pytest.raises(RampartError, match="partial results") as caught:
+            ix.entity_postings(["key"], ALICE, 10)
+        assert caught.value.code is ErrorCode.UNAVAILABLE and ix.chunks_alias in caught.value.message
     finally:
         ix.close()

@@ -28,6 +28,7 @@ from tests.integration.opensearch_server import rampart_cli
 from tests.integration.test_opensearch_index import drop, settings_for
 
 V2_FIELDS = ("writer", "lease_until", "stale_cids")  # what layout v2 added to the documents index
+V3_FIELDS = ("entities",)  # what layout v3 added to the chunks index
 
 
 @pytest.fixture()
@@ -41,6 +42,8 @@ def v1_body(kind: str, node: OpenSearchNode, prefix: str, meta: dict[str, Any]) 
     settings = settings_for(node, prefix)
     if kind == "chunks":
         body = chunks_body(settings, IndexSettings(), DIM)
+        for name in V3_FIELDS:
+            del body["mappings"]["properties"][name]
     elif kind == "documents":
         body = documents_body(settings)
         props = body["mappings"]["properties"]
@@ -57,15 +60,18 @@ def downgrade_to_v1(node: OpenSearchNode, prefix: str) -> None:
     """Rebuild the prefix's indexes as layout v1 (what the first OpenSearch Rampart wrote), with their
     documents, behind the same aliases."""
     client = OpenSearch(hosts=[node.url])
-    strip = "".join(f"ctx._source.remove('{f}');" for f in V2_FIELDS)
+    strip = {
+        kind: "".join(f"ctx._source.remove('{f}');" for f in fields)
+        for kind, fields in (("documents", V2_FIELDS), ("chunks", V3_FIELDS))
+    }
     try:
         for kind in ("chunks", "documents", "meta"):
             alias, current = f"{prefix}-{kind}", f"{prefix}-{kind}-v{SCHEMA_VERSION}"
             meta = client.indices.get_mapping(index=current)[current]["mappings"].get("_meta", {})
             client.indices.create(index=f"{alias}-v1", body=v1_body(kind, node, prefix, meta))
             body: dict[str, Any] = {"source": {"index": current}, "dest": {"index": f"{alias}-v1"}}
-            if kind == "documents":
-                body["script"] = {"source": strip, "lang": "painless"}
+            if kind in strip:
+                body["script"] = {"source": strip[kind], "lang": "painless"}
             client.reindex(body=body, params={"refresh": "true"})
             client.indices.update_aliases(
                 body={
@@ -90,7 +96,10 @@ def test_an_index_of_the_previous_layout_is_refused_then_migrated(
     settings = settings_for(opensearch, prefix)
     ix = OpenSearchIndex.open(settings, dim=DIM, model_id="model-a")
     ix.write(
-        [doc("a", ["alpha words", "more alpha"], groups=["eng"]), doc("b", ["beta words"], title="Beta Page")]
+        [
+            doc("a", ["alpha words", "more alpha"], groups=["eng"], entities=[("alpha",), ()]),
+            doc("b", ["beta words"], title="Beta Page"),
+        ]
     )
     before = (ix.bm25("words", ALICE, 10), ix.dense(vec("alpha words"), ALICE, 10), ix.stats())
     ix.close()
@@ -116,8 +125,11 @@ def test_an_index_of_the_previous_layout_is_refused_then_migrated(
     try:
         assert (ix.bm25("words", ALICE, 10), ix.dense(vec("alpha words"), ALICE, 10), ix.stats()) == before
         assert ix.named(["Beta Page"], ALICE, 5) and ix.status("t1", "b").state.value == "indexed"  # type: ignore[union-attr]
-        ix.write([doc("a", ["gamma words"], version=2)])  # the new layout takes writes, repair fields and all
+        # the copy cannot compute mentions: a chunk of the old layout has none until re-ingested
+        assert ix.entity_postings(["alpha"], ALICE, 10) == {}
+        ix.write([doc("a", ["gamma words"], version=2, entities=[("gamma",)])])  # repair fields and all
         assert ids(ix.bm25("alpha", ALICE, 10), ix) == set() and ix.stats()["chunks"] == 2
+        assert list(ix.entity_postings(["alpha", "gamma"], ALICE, 10)) == ["gamma"]
     finally:
         ix.close()
     again = rampart(env, "migrate")

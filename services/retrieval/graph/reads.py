@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from services.common.errors import ErrorCode, RampartError
 from services.common.types import Principal, SearchFilters
 
 MAX_KEYS = 4_096  # keys per postings read (a walk's frontier is capped far below this)
@@ -38,6 +39,19 @@ class GraphReads(Protocol):
     def chunk_entities(self, cids: Sequence[int]) -> dict[int, list[str]]:
         """Each chunk's entity keys as stored at ingest (callers pass only ids they may read)."""
         ...
+
+
+def check_postings(keys: Sequence[str], limit: int) -> None:
+    """Refuse a postings read every backend would refuse, before it costs a query (one rule for
+    all, so a caller tested on one backend is not surprised by another)."""
+    if len(keys) > MAX_KEYS:
+        raise RampartError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{len(keys)} entity keys in one read; send at most {MAX_KEYS}",
+            keys=len(keys),
+        )
+    if limit < 1:
+        raise RampartError(ErrorCode.INVALID_ARGUMENT, f"limit = {limit}; use 1 or more", limit=limit)
 
 
 def graph_reads(index: object) -> GraphReads | None:
