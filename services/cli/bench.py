@@ -542,7 +542,8 @@ def _print_faults(record: dict[str, Any], title: str) -> None:
     colour = "red" if d["lost"] else "green"
     console.print(
         f"documents: {d['sent']} sent, {d['acknowledged']} acknowledged, {d['indexed']} indexed, "
-        f"{d['failed']} reported failed, [{colour}]{d['lost']} lost[/{colour}]; refused: {d['refused'] or 'none'}"
+        f"{d['failed']} reported failed, [{colour}]{d['lost']} lost[/{colour}]; "
+        f"refused: {d['refused'] or 'none'}"
     )
     if d["lost"]:
         console.print(f"[red]lost[/red]: {d['lost_states']}")
