@@ -534,6 +534,9 @@ def _print_faults(record: dict[str, Any], title: str) -> None:
             "—" if w["undegraded_s"] is None else f"{w['undegraded_s']:g}",
         )
     out.print(table)
+    for w in record["windows"]:
+        for error, count in w.get("errors", {}).items():
+            console.print(f"{w['program']} window: {count} × {escape(error)}")
     t, d = record["totals"], record["documents"]
     out.print(
         f"total: {t['requests']} requests, {t['errors_5xx']} 5xx, {t['no_connection']} without a "

@@ -82,7 +82,7 @@ def summarize_window(
 ) -> dict[str, Any]:
     """One window's figures from the locust record lines whose request started in ``[start, end)``:
     requests, HTTP status counts (0: no connection), 5xx, the share of 200s flagged degraded and the
-    stages they name (with counts), p50/p95 ms over every request."""
+    stages they name (with counts), the five commonest error bodies, p50/p95 ms over every request."""
     inside = [r for r in records if start <= float(r["t"]) < end]
     statuses = Counter(int(r["status"]) for r in inside)
     ok = [r for r in inside if int(r["status"]) == 200]
@@ -99,6 +99,7 @@ def summarize_window(
         "ok": len(ok),
         "degraded_share": round(len(flagged) / len(ok), 3) if ok else 0.0,
         "degraded_stages": dict(sorted(stages.items())),
+        "errors": dict(Counter(str(r["error"]) for r in inside if r.get("error")).most_common(5)),
         "p50_ms": round(latency_ms_p50(ms), 1) if ms else None,
         "p95_ms": round(latency_ms_p95(ms), 1) if ms else None,
     }

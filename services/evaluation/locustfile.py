@@ -57,6 +57,17 @@ def _record_file() -> IO[str] | None:
     return _record
 
 
+def _error(response: Any) -> str | None:
+    """``code: message`` of an error body (cut to 160 characters): what a window's failures were."""
+    if response.status_code in (0, 200):
+        return None
+    try:
+        body = response.json()
+        return f"{body.get('code')}: {str(body.get('message'))[:140]}"
+    except (ValueError, AttributeError):
+        return f"HTTP {response.status_code} without a JSON error body"
+
+
 def _degraded(response: Any) -> list[str] | None:
     """The stages a 200 response names as skipped; None for another status or a body without JSON."""
     if response.status_code != 200:
@@ -96,5 +107,6 @@ class SearchUser(HttpUser):
                 "status": int(response.status_code or 0),
                 "ms": round((time.time() - started) * 1000, 1),
                 "degraded": _degraded(response),
+                "error": _error(response),
             }
             self._record.write(json.dumps(line) + "\n")

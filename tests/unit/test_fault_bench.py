@@ -20,8 +20,14 @@ from services.evaluation.fault_bench import (
 )
 
 
-def rec(t: float, status: int = 200, ms: float = 100.0, degraded: list[str] | None = None) -> dict[str, Any]:
-    return {"t": t, "endpoint": "search", "status": status, "ms": ms, "degraded": degraded}
+def rec(
+    t: float,
+    status: int = 200,
+    ms: float = 100.0,
+    degraded: list[str] | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {"t": t, "endpoint": "search", "status": status, "ms": ms, "degraded": degraded, "error": error}
 
 
 def test_a_window_counts_only_requests_started_inside_it() -> None:
@@ -35,7 +41,7 @@ def test_a_window_names_the_degraded_stages_among_its_200s() -> None:
         rec(1, degraded=["rerank"]),
         rec(2, degraded=["rerank", "factcheck"]),
         rec(3, degraded=[]),
-        rec(4, status=503, degraded=None),
+        rec(4, status=503, error="unavailable: the orchestrator is down"),
         rec(5, status=0, degraded=None),  # no connection (locust's status 0)
     ]
     w = summarize_window("worker", records, 0, 10)
@@ -43,6 +49,7 @@ def test_a_window_names_the_degraded_stages_among_its_200s() -> None:
     assert w["errors_5xx"] == 1 and w["no_connection"] == 1 and w["ok"] == 3
     assert w["degraded_share"] == round(2 / 3, 3)
     assert w["degraded_stages"] == {"factcheck": 1, "rerank": 2}
+    assert w["errors"] == {"unavailable: the orchestrator is down": 1}
 
 
 def test_a_window_without_requests_has_no_latency_and_no_share() -> None:
