@@ -176,10 +176,14 @@ bench: models triton  ## Indexing rate + search latency on SciFact; reranker bac
 	$(BIN)/rampart bench search $(DATA)/scifact --docs 500 --queries 200 --json $(OUT)/bench-scifact.json
 	$(BIN)/rampart bench rerank --json $(OUT)/bench-rerank.json
 
+bench-faults: models triton  ## Issue 36: kill -9 each stack program in turn under locust + ingest; 0 acknowledged documents lost (writes $(OUT)/)
+	mkdir -p $(OUT)
+	$(BIN)/python -m tests.e2e.isolated $(BIN)/rampart bench faults --json $(OUT)/faults.json
+
 lock:  ## Re-pin requirements/constraints.txt from the current venv
 	$(BIN)/pip freeze --exclude-editable | sed -E 's/\+cpu$$//' | grep -v '^rampart' > requirements/constraints.txt
 
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) $(CHECKOV_VENV) $(CRD_DIR) .rampart
 
-.PHONY: help system-deps install triton deploy-tools container-tools images test-deploy chart-render test-deploy-checks models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench lock clean
+.PHONY: help system-deps install triton deploy-tools container-tools images test-deploy chart-render test-deploy-checks models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench bench-faults lock clean

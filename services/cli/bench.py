@@ -449,6 +449,109 @@ def bench_stack(
         write_json_report(json_out, {"command": invocation(ctx), **record})
 
 
+@bench_app.command("faults")
+def bench_faults(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path,
+        typer.Argument(help="A BEIR folder (or a name under RAMPART_EVAL_DATA_DIR), or a folder of files"),
+    ] = Path("samples"),
+    docs: Annotated[int, typer.Option(min=1, help="Documents ingested before the load (the first N)")] = 100,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used (BEIR)")] = "test",
+    programs: Annotated[
+        str, typer.Option(help="Comma-separated programs to kill in turn; empty: every program of the stack")
+    ] = "",
+    window_s: Annotated[
+        float, typer.Option(min=1.0, help="Load kept after each kill at least this long (s)")
+    ] = 20.0,
+    recover_timeout_s: Annotated[
+        float, typer.Option(min=1.0, help="Longest wait for a killed program to serve undegraded (s)")
+    ] = 180.0,
+    users: Annotated[int, typer.Option(min=1, help="Concurrent locust users (search + answer)")] = 2,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """SIGKILL each program of the stack in turn under locust load and an ingest loop: per kill, the
+    requests, 5xx, share flagged degraded (which stages) and recovery time; then every acknowledged
+    document must be indexed or reported failed (exit 1 when one is lost).
+
+    Starts the whole stack (Ray binds every interface): run it in a loopback-only network namespace,
+    ``python -m tests.e2e.isolated rampart bench faults``.
+    """
+    from services.evaluation.factcheck_bench import sigterm_as_interrupt
+    from services.evaluation.fault_bench import FaultOptions, run_fault_bench
+    from services.evaluation.stack_bench import bench_corpus
+
+    settings = load_settings()
+    options = FaultOptions(
+        window_s=window_s,
+        recover_timeout_s=recover_timeout_s,
+        users=users,
+        spawn_rate=float(users),
+        programs=tuple(split_csv(programs)) or None,
+    )
+    try:
+        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
+        with sigterm_as_interrupt():
+            record = run_fault_bench(corpus, settings, options, started=lambda m: console.print(m))
+    except RampartError as exc:
+        raise fail(exc) from exc
+    _print_faults(record, f"bench faults: {corpus.name}, {users} users, windows ≥ {window_s:g} s")
+    if json_out:
+        write_json_report(json_out, {"command": invocation(ctx), **record})
+    if record["documents"]["lost"]:
+        raise typer.Exit(1)
+
+
+def _print_faults(record: dict[str, Any], title: str) -> None:
+    """Per killed program (the baseline first): load, errors, degraded share and stages, recovery;
+    then the totals and the acknowledged documents."""
+    table = Table(
+        "killed",
+        "s",
+        "requests",
+        "5xx",
+        "no conn.",
+        "degraded",
+        "stages named",
+        "p50 ms",
+        "p95 ms",
+        "back s",
+        "undegraded s",
+        title=title,
+    )
+    for w in record["windows"]:
+        table.add_row(
+            w["program"],
+            f"{w['seconds']:g}",
+            str(w["requests"]),
+            str(w["errors_5xx"]),
+            str(w["no_connection"]),
+            f"{w['degraded_share']:.0%}",
+            ", ".join(f"{k} {v}" for k, v in w["degraded_stages"].items()) or "—",
+            "—" if w["p50_ms"] is None else f"{w['p50_ms']:g}",
+            "—" if w["p95_ms"] is None else f"{w['p95_ms']:g}",
+            "—" if w["back_s"] is None else f"{w['back_s']:g}",
+            "—" if w["undegraded_s"] is None else f"{w['undegraded_s']:g}",
+        )
+    out.print(table)
+    for w in record["windows"]:
+        for error, count in w.get("errors", {}).items():
+            console.print(f"{w['program']} window: {count} × {escape(error)}")
+    t, d = record["totals"], record["documents"]
+    out.print(
+        f"total: {t['requests']} requests, {t['errors_5xx']} 5xx, {t['no_connection']} without a "
+        f"connection, {t['degraded_share']:.0%} of the 200s degraded"
+    )
+    colour = "red" if d["lost"] else "green"
+    console.print(
+        f"documents: {d['sent']} sent, {d['acknowledged']} acknowledged, {d['indexed']} indexed, "
+        f"{d['failed']} reported failed, [{colour}]{d['lost']} lost[/{colour}]; "
+        f"refused: {d['refused'] or 'none'}"
+    )
+    if d["lost"]:
+        console.print(f"[red]lost[/red]: {d['lost_states']}")
+
+
 @bench_app.command("scale")
 def bench_scale(
     ctx: typer.Context,
