@@ -152,13 +152,20 @@ class HttpOrchestrator:
 
 
 def _failed(r: httpx.Response) -> PipelineReply:
-    """The ingress answers errors as ``{code, message, details}``; anything else is its proxy's."""
+    """The ingress answers every error, the caller's included, as ``{code, message, details}``; an
+    answer without that body is its proxy's, never a verdict on the request: Ray Serve's proxy answers
+    404 while the application (re)deploys and 5xx while a replica is gone. So it is 503 ``unavailable``
+    whatever its status, and the client retries instead of "fixing" a valid request."""
     try:
         body = ErrorBody.model_validate_json(r.content)
     except ValueError:
-        body = ErrorBody(
-            code=ErrorCode.UNAVAILABLE.value if r.status_code >= 500 else ErrorCode.INVALID_ARGUMENT.value,
-            message=f"the orchestrator answered HTTP {r.status_code} without an error body",
-            details={"stage": "orchestrator"},
+        return PipelineReply(
+            error=ErrorBody(
+                code=ErrorCode.UNAVAILABLE.value,
+                message=f"the orchestrator answered HTTP {r.status_code} without an error body (its "
+                "Serve proxy is starting, redeploying or lost a replica); retry shortly",
+                details={"stage": "orchestrator", "upstream_status": r.status_code},
+            ),
+            status=503,
         )
     return PipelineReply(error=body, status=r.status_code)
