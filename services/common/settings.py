@@ -11,13 +11,15 @@ the variable's prefix (``RAMPART_<GROUP>__<FIELD>``). Stage factories take their
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.config import CorpusSettings, GrpcServerSettings, LlmSettings, RemoteSettings
+from services.common.settings_env import environment_problem
 from services.factcheck.config import FactCheckSettings
 from services.gateway.config import GatewaySettings
 from services.ingest.config import ChunkingSettings, IngestServiceSettings, ParsingSettings
@@ -75,6 +77,16 @@ class RampartSettings(BaseSettings):
     ingest_service: IngestServiceSettings = IngestServiceSettings()
     remote: RemoteSettings = RemoteSettings()
     stack: StackSettings = StackSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_variables(cls, data: Any) -> Any:
+        """A misspelt or renamed ``RAMPART_<GROUP>__<FIELD>`` would otherwise be dropped in silence and
+        the default run while the operator believes it changed (services/common/settings_env.py)."""
+        problem = environment_problem(cls, os.environ)
+        if problem is not None:
+            raise ValueError(problem)
+        return data
 
     def embedding_model_dir(self) -> Path:
         return self.embedding.resolve_model_dir(self.models_dir)

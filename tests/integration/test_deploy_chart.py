@@ -29,6 +29,8 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 
 from services.common.redis_server import ROLE_RULES, RedisAuth
+from services.common.settings import RampartSettings
+from services.common.settings_env import unknown_variables
 from services.factcheck.config import CelerySettings
 from tests import deploy_podman as dp
 from tests.deploy_render import (
@@ -652,6 +654,22 @@ def test_eks_profile_shape() -> None:
     }
     assert retrieval_env["RAMPART_OPENSEARCH__AWS_SIGV4"] == "true"
     assert retrieval_env["RAMPART_OPENSEARCH__URL"].startswith("https://")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_setting_variable_the_chart_sets_is_a_setting(profile: str) -> None:
+    """A Rampart process refuses an unknown RAMPART_<GROUP>__<FIELD> at start-up
+    (services/common/settings_env.py): a misspelt one in the chart would crash-loop the pod, so each
+    one the chart renders must name a field."""
+    names = {
+        var["name"]: "1"
+        for obj in workloads(rendered(profile))
+        for spec in pod_specs(obj)
+        for c in spec["containers"]
+        for var in c.get("env") or []
+    }
+    assert sum("__" in n for n in names) > 20
+    assert unknown_variables(RampartSettings, names) == []
 
 
 @pytest.mark.parametrize("profile", PROFILES)
