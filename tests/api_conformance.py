@@ -41,15 +41,18 @@ CHECKS: list[Any] = [
 ]
 
 
-def config(max_examples: int) -> SchemathesisConfig:
-    """A reproducible run: positive and negative data, the examples, coverage and fuzzing phases (no
-    stateful phase: the operations share no links), a fixed seed and no example database."""
+def config(max_examples: int, *, coverage: bool = True, mode: str = "all") -> SchemathesisConfig:
+    """A reproducible run: a fixed seed and no example database; positive and negative data (``mode``
+    "all") or one of them; the examples and fuzzing phases (``max_examples`` generated requests per
+    operation, split between the modes) and, with ``coverage``, the coverage phase's deterministic
+    boundary cases (most of the requests: about 900 in all against the embedded gateway). No stateful
+    phase: the operations declare no links between them."""
     return SchemathesisConfig.from_dict(
         {
             "seed": 1,
-            "phases": {"stateful": {"enabled": False}},
+            "phases": {"stateful": {"enabled": False}, "coverage": {"enabled": coverage}},
             "generation": {
-                "mode": "all",
+                "mode": mode,
                 "max-examples": max_examples,
                 "deterministic": True,
                 "database": "none",

@@ -3,9 +3,9 @@ for every operation from ``/openapi.json``, valid and invalid, and ``tests/api_c
 hold for each response: no 5xx, every response valid against its declared schema and status, every
 request the schema admits served, every request it refuses refused.
 
-Bounded and reproducible: a fixed seed, derandomized Hypothesis, no example database, 25 generated
-requests per operation and mode beside the coverage phase's deterministic ones. A failure prints the
-request (and a curl line) that reproduces it.
+Bounded and reproducible: a fixed seed, derandomized Hypothesis, no example database, 50 generated
+requests per operation (valid and invalid) beside the coverage phase's deterministic boundary cases,
+about 1,100 requests in all. A failure prints the request (and a curl line) that reproduces it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from services.rerank.reranker import Reranker
 from services.retrieval.embedder import Embedder
 from tests.api_conformance import CHECKS, config, run_operation
 
-EXAMPLES = 25
+EXAMPLES = 50
 OPERATIONS = [
     ("GET", "/healthz"),
     ("GET", "/readyz"),
