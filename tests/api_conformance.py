@@ -12,7 +12,8 @@ Every generated request is sent with a valid key and its response must pass:
   other than the key's), 404 (a document or session the caller cannot see), 409 (a conflicting write),
   412 (an option the tenant's configuration does not allow), 429 (a rate limit). Never 400: a schema
   that admits what the server refuses as malformed is the gap this run is for;
-- ``negative_data_rejection``: a request the schema refuses is refused (4xx).
+- ``negative_data_rejection``: a request the schema refuses is refused with a documented 4xx (413 too:
+  a batch of documents over ``gateway.max_batch_documents``, the schema's ``maxItems``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from schemathesis.schemas import BaseSchema
 from schemathesis.specs.openapi import checks as openapi_checks
 
 STATE_DEPENDENT = ["2xx", "403", "404", "409", "412", "429"]
+# a refusal the API documents: 413 is a batch over gateway.max_batch_documents (the schema's maxItems)
+REFUSED = ["400", "401", "403", "404", "409", "413", "415", "429"]
 
 CHECKS: list[Any] = [
     common_checks.not_a_server_error,
@@ -57,7 +60,10 @@ def config(max_examples: int, *, coverage: bool = True, mode: str = "all") -> Sc
                 "deterministic": True,
                 "database": "none",
             },
-            "checks": {"positive_data_acceptance": {"expected-statuses": STATE_DEPENDENT}},
+            "checks": {
+                "positive_data_acceptance": {"expected-statuses": STATE_DEPENDENT},
+                "negative_data_rejection": {"expected-statuses": REFUSED},
+            },
         }
     )
 

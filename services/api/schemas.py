@@ -110,7 +110,7 @@ class FusionOptions(Strict):
     candidates: Annotated[int, Field(strict=True, ge=1, le=2000), WHOLE_NUMBER] | None = Field(
         default=None, description="Per-retriever depth"
     )
-    fill_missing: bool | None = None
+    fill_missing: bool | None = Field(default=None, strict=True)  # strict: 0, "yes" are not booleans
     link_seeds: Annotated[int, Field(strict=True, ge=0, le=MAX_LINK_SEEDS), WHOLE_NUMBER] | None = Field(
         default=None,
         description="Pages the top N fused results name by title join the reranked head (0 = off); a "
@@ -157,7 +157,7 @@ class FusionOptions(Strict):
 
 class RerankOptionsIn(Strict):
     enabled: bool | None = Field(
-        default=None, description="false: fused order only (skips the cross-encoder)"
+        default=None, strict=True, description="false: fused order only (skips the cross-encoder)"
     )
     depth: Annotated[int, Field(strict=True, ge=1, le=200), WHOLE_NUMBER] | None = Field(
         default=None, description="Fused candidates to rerank"
@@ -180,7 +180,7 @@ class RerankOptionsIn(Strict):
 
 
 class FactCheckOptionsIn(Strict):
-    enabled: bool | None = Field(default=None, description="false: return results unjudged")
+    enabled: bool | None = Field(default=None, strict=True, description="false: return results unjudged")
     depth: Annotated[int, Field(strict=True, ge=1, le=100), WHOLE_NUMBER] | None = Field(
         default=None, description="Top results judged (at least top_k)"
     )
@@ -260,6 +260,7 @@ class SearchRequest(Conversation):
     )
     adaptive: bool = Field(
         default=False,
+        strict=True,
         description="Route the query (Simple/Conversational/Complex), rewrite follow-ups, chain multi-hop "
         "questions and grade the results (CRAG); false: one hybrid search with the request's knobs",
     )

@@ -207,6 +207,23 @@ def test_booleans_for_fractions_are_400(
     error(client.post("/v1/search", json={"query": "leave", **extra}, headers=headers), 400)
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"rerank": {"enabled": 0.0}},
+        {"factcheck": {"enabled": 1}},
+        {"fusion": {"fill_missing": "yes"}},
+        {"adaptive": "true"},
+    ],
+)
+def test_numbers_and_strings_for_booleans_are_400(
+    api: tuple[TestClient, dict[str, str]], extra: dict[str, Any]
+) -> None:
+    """Schemathesis found ``rerank.enabled: 0.0`` served as false: the schema says boolean."""
+    client, headers = api
+    error(client.post("/v1/search", json={"query": "leave", **extra}, headers=headers), 400)
+
+
 def test_a_version_past_int64_is_400_not_500(api: tuple[TestClient, dict[str, str]]) -> None:
     """Schemathesis found a version above 2**63 - 1 reaching SQLite (OverflowError: a 500); the bound
     is in the model now, and stated in the OpenAPI document."""
