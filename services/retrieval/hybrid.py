@@ -23,7 +23,7 @@ from services.retrieval.capabilities import check_reads
 from services.retrieval.config import FusionSettings
 from services.retrieval.copy_overlap import copy_overlaps
 from services.retrieval.embedder import Embedder
-from services.retrieval.fusion import Bounds, Fused, fuse
+from services.retrieval.fusion import Bounds, Fused, fuse, weights_problem
 from services.retrieval.graph.config import MAX_GRAPH_DEPTH
 from services.retrieval.graph.stream import GraphResult, GraphStatus, GraphStream
 from services.retrieval.index import SearchIndex
@@ -361,13 +361,12 @@ def _graph_found_nothing(graph: GraphResult, timings: dict[str, float]) -> Searc
 
 
 def _weights(params: SearchParams) -> dict[str, float]:
-    """The retrievers to run and their fusion weights: the known ones with a weight above 0."""
-    unknown = set(params.weights) - {r.value for r in Retriever}
-    if unknown:
-        raise invalid(f"unknown retriever(s) {sorted(unknown)} in weights; use bm25, dense and/or graph")
+    """The retrievers to run and their fusion weights: those with a weight above 0. The weights'
+    rule is :func:`weights_problem`'s, as on the gRPC wire and in the HTTP request model."""
+    problem = weights_problem(params.weights)
+    if problem is not None:
+        raise invalid(problem[1], field=problem[0])
     weights = {k: w for k, w in params.weights.items() if w > 0}
-    if not weights:
-        raise invalid("every retriever weight is 0; give bm25 or dense a weight > 0")
     if params.graph_depth is not None and not 1 <= params.graph_depth <= MAX_GRAPH_DEPTH:
         raise invalid(
             f"graph_depth = {params.graph_depth} is out of range; use 1..{MAX_GRAPH_DEPTH}",
