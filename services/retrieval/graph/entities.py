@@ -150,6 +150,15 @@ def open_extractor(settings: GraphSettings) -> EntityExtractor:
     return SpacyExtractor(settings)
 
 
+def preload(settings: GraphSettings) -> None:
+    """Load the extractor's model now, for a server whose first query must not pay for it. The
+    retrieval service answers under an RPC deadline (``remote.deadline_ms``, 5 s), and loading spaCy
+    takes seconds (2 to 12 on a 2-core machine, by its load): the first search after a start that
+    gave the graph a share (the adaptive route plans do) failed 504. Everyone else keeps the lazy load."""
+    if settings.extractor != "none":
+        _pipeline()
+
+
 @lru_cache(maxsize=1)
 def _pipeline() -> Any:
     """en_core_web_sm from its wheel (a package carrying the model: nothing is downloaded), loaded
