@@ -118,7 +118,7 @@ class SpacyExtractor:
     """spaCy's entity recogniser (parser and lemmatiser off) plus runs of 2+ proper nouns.
 
     One pipeline per process, shared, loaded on first use (a process that never extracts never pays
-    for it); a lock serialises calls (spaCy pipelines are not documented as safe for concurrent use,
+    for it; the retrieval service loads it before serving, :func:`preload`); a lock serialises calls (spaCy pipelines are not documented as safe for concurrent use,
     and a call is milliseconds for a query)."""
 
     def __init__(self, settings: GraphSettings) -> None:
