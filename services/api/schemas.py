@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from services.common.query_text import WORD_PATTERN
 from services.common.types import (
+    DEFAULT_TOP_K,
     METADATA_KEYS,
     SESSION_ID_PATTERN,
     WHOLE_NUMBER,
@@ -265,7 +266,10 @@ class SearchRequest(Conversation):
         "questions and grade the results (CRAG); false: one hybrid search with the request's knobs",
     )
     top_k: WholeInt = Field(
-        default=10, ge=1, strict=True, description="Number of chunks to return (at most gateway.max_top_k)"
+        default=DEFAULT_TOP_K,
+        ge=1,
+        strict=True,
+        description="Number of chunks to return (at most gateway.max_top_k)",
     )
     tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
     filters: SearchFilters | None = None
@@ -393,7 +397,7 @@ class AnswerRequest(Conversation):
         min_length=1, description="The question" + QUERY_RULE, json_schema_extra={"pattern": WORD_PATTERN}
     )
     top_k: WholeInt = Field(
-        default=10,
+        default=DEFAULT_TOP_K,
         ge=1,
         strict=True,
         description="Results returned beside the answer (at most gateway.max_top_k)",

@@ -78,6 +78,9 @@ written into the schema as pydantic's own ``ge``/``le`` instead of ``minimum``/`
 METADATA_KEYS: JsonDict = {"propertyNames": {"pattern": METADATA_KEY_PATTERN}}
 """The schema's statement of ``Document._metadata_keys``, for every model that carries metadata."""
 
+DEFAULT_TOP_K = 10
+"""Results of a search or an answer that does not say how many (``top_k`` omitted)."""
+
 EVERYONE = "*"
 """Group every principal of a tenant belongs to: ``acl.groups = ["*"]`` shares with the whole tenant."""
 

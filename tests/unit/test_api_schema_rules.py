@@ -10,6 +10,7 @@ import functools
 import json
 import unicodedata
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
@@ -20,7 +21,12 @@ from pydantic import ValidationError
 
 from services.api.schemas import ADAPTIVE_OR_PLAIN, ONE_CONVERSATION, IngestRequest, SearchRequest
 from services.common.query_text import WORD_PATTERN, has_words
-from services.common.types import MAX_VERSION, NOT_BLANK_PATTERN, Acl, Document
+from services.common.settings import RampartSettings
+from services.common.types import DEFAULT_TOP_K, MAX_VERSION, NOT_BLANK_PATTERN, Acl, Document
+from services.gateway.api_keys import ApiKeyStore
+from services.gateway.app import create_app
+from services.gateway.backends import GatewayBackends
+from services.gateway.config import GatewaySettings
 from services.retrieval.fusion import RETRIEVERS, weights_json_schema, weights_problem
 
 SURROGATES = range(0xD800, 0xE000)  # not text: no JSON string carries one alone
@@ -151,3 +157,42 @@ def test_queries_with_words_match_the_query_pattern(query: str) -> None:
 def test_wordless_queries_do_not(query: str) -> None:
     schema = SearchRequest.model_json_schema()["properties"]["query"]
     assert not admits(schema, query) and not has_words(query)
+
+
+def served_document(tmp_path: Path, gateway: GatewaySettings) -> dict[str, Any]:
+    """``/openapi.json`` of a gateway with ``gateway``'s limits (no backend is called to build it)."""
+    settings = RampartSettings(data_dir=tmp_path / "data", gateway=gateway)
+    backends = GatewayBackends(settings, ingestor=None, orchestrator=None)  # type: ignore[arg-type]
+    return create_app(backends, ApiKeyStore(tmp_path / "keys.json")).openapi()
+
+
+def test_every_default_is_valid_under_the_tightest_limits(tmp_path: Path) -> None:
+    """A request that omits a field gets its default, so the default must be a value the document (and
+    the server) admits; schemathesis found ``top_k``'s 10 refused under ``gateway.max_top_k=7``, which
+    the settings now refuse (at least the default top_k)."""
+    with pytest.raises(ValidationError):
+        GatewaySettings(max_top_k=DEFAULT_TOP_K - 1)
+    doc = served_document(tmp_path, GatewaySettings(max_top_k=DEFAULT_TOP_K, max_query_chars=1))
+    schemas = doc["components"]["schemas"]
+    defaults = [
+        (name, field, prop)
+        for name, schema in schemas.items()
+        for field, prop in schema.get("properties", {}).items()
+        if "default" in prop
+    ]
+    assert len(defaults) >= 10  # top_k, version, title, source, adaptive, ...
+    for name, field, prop in defaults:
+        assert admits({**prop, "components": doc["components"]}, prop["default"]), (name, field, prop)
+
+
+def test_the_served_document_states_the_settings_limits(tmp_path: Path) -> None:
+    gw = GatewaySettings(max_top_k=42, max_query_chars=300, max_batch_documents=5)
+    doc = served_document(tmp_path, gw)
+    schemas = doc["components"]["schemas"]
+    for name in ("SearchRequest", "AnswerRequest"):
+        props = schemas[name]["properties"]
+        assert props["top_k"]["maximum"] == 42 and props["query"]["maxLength"] == 300
+        assert props["history"]["anyOf"][0]["items"]["maxLength"] == 300
+    assert schemas["IngestRequest"]["properties"]["documents"]["maxItems"] == 5
+    responses = [r for ops in doc["paths"].values() for op in ops.values() for r in op["responses"]]
+    assert "422" not in responses and "HTTPValidationError" not in schemas
