@@ -8,12 +8,18 @@ this module and neither on the other's internals, so it imports no serving code.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StrictFloat, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, field_validator
+from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
+from services.common.query_text import WORD_PATTERN
 from services.common.types import (
+    DEFAULT_TOP_K,
+    METADATA_KEYS,
+    SESSION_ID_PATTERN,
+    WHOLE_NUMBER,
     Document,
     DocumentState,
     DocumentStatus,
@@ -22,11 +28,13 @@ from services.common.types import (
     Name,
     SearchFilters,
     Strict,
+    WholeInt,
+    session_id_problem,
 )
 from services.common.verdicts import Verdict
 from services.ingest.service import IngestResult
 from services.retrieval.config import MAX_BACKLINKS, MAX_LINK_SEEDS
-from services.retrieval.fusion import weights_problem
+from services.retrieval.fusion import weights_json_schema, weights_problem
 from services.retrieval.graph.config import MAX_GRAPH_DEPTH
 
 
@@ -51,7 +59,7 @@ class DocumentIn(Document):
         max_length=64,
         description="Free key-value metadata. The key 'trust' is refused (400): trust comes from the writing "
         "key (`rampart keys create --trust untrusted`), never from the request.",
-        json_schema_extra={"not": {"required": ["trust"]}},
+        json_schema_extra={**METADATA_KEYS, "not": {"required": ["trust"]}},
     )
 
 
@@ -88,41 +96,34 @@ class IngestResponse(BaseModel):
 
 
 class BoundsIn(Strict):
-    low: float | None = None
-    high: float | None = None
+    low: float | None = Field(default=None, strict=True)  # strict: a boolean is not a number
+    high: float | None = Field(default=None, strict=True)
 
 
 class FusionOptions(Strict):
     method: FusionMethod | None = Field(default=None, description="minmax (default), zscore or rrf")
-    weights: dict[str, StrictFloat] | None = Field(
-        default=None, description='Per retriever, e.g. {"bm25": 0.5, "dense": 0.5}; 0 disables one'
-    )
-    rrf_k: int | None = Field(default=None, strict=True, ge=1, le=10_000)
-    candidates: int | None = Field(
-        default=None, strict=True, ge=1, le=2000, description="Per-retriever depth"
-    )
-    fill_missing: bool | None = None
-    link_seeds: int | None = Field(
+    weights: Annotated[dict[str, StrictFloat], Field(json_schema_extra=weights_json_schema())] | None = Field(
         default=None,
-        strict=True,
-        ge=0,
-        le=MAX_LINK_SEEDS,
+        description='Per retriever (bm25, dense, graph), e.g. {"bm25": 0.5, "dense": 0.5}; 0 disables one, '
+        "at least one must be > 0",
+    )
+    rrf_k: Annotated[int, Field(strict=True, ge=1, le=10_000), WHOLE_NUMBER] | None = Field(default=None)
+    candidates: Annotated[int, Field(strict=True, ge=1, le=2000), WHOLE_NUMBER] | None = Field(
+        default=None, description="Per-retriever depth"
+    )
+    fill_missing: bool | None = Field(default=None, strict=True)  # strict: 0, "yes" are not booleans
+    link_seeds: Annotated[int, Field(strict=True, ge=0, le=MAX_LINK_SEEDS), WHOLE_NUMBER] | None = Field(
+        default=None,
         description="Pages the top N fused results name by title join the reranked head (0 = off); a "
         "tenant of the linked corpus profile only (docs/corpus-profiles.md)",
     )
-    backlinks: int | None = Field(
+    backlinks: Annotated[int, Field(strict=True, ge=0, le=MAX_BACKLINKS), WHOLE_NUMBER] | None = Field(
         default=None,
-        strict=True,
-        ge=0,
-        le=MAX_BACKLINKS,
         description="With link_seeds: at most this many pages that name a seed join the head (0 = off); "
         "linked corpus profile only",
     )
-    graph_depth: int | None = Field(
+    graph_depth: Annotated[int, Field(strict=True, ge=1, le=MAX_GRAPH_DEPTH), WHOLE_NUMBER] | None = Field(
         default=None,
-        strict=True,
-        ge=1,
-        le=MAX_GRAPH_DEPTH,
         description="Entity -> passage hops of the graph's walk when weights give graph a share "
         "(default graph.depth)",
     )
@@ -157,18 +158,21 @@ class FusionOptions(Strict):
 
 class RerankOptionsIn(Strict):
     enabled: bool | None = Field(
-        default=None, description="false: fused order only (skips the cross-encoder)"
+        default=None, strict=True, description="false: fused order only (skips the cross-encoder)"
     )
-    depth: int | None = Field(
-        default=None, strict=True, ge=1, le=200, description="Fused candidates to rerank"
+    depth: Annotated[int, Field(strict=True, ge=1, le=200), WHOLE_NUMBER] | None = Field(
+        default=None, description="Fused candidates to rerank"
     )
     mode: Literal["auto", "residual", "fused", "pure"] | None = Field(
         default=None,
         description="residual: logit + learned weight x first-stage; fused: min-max blend; pure: cross-encoder order",
     )
-    weight: float | None = Field(default=None, ge=0.0, le=1.0, description="Reranker weight in fused mode")
+    weight: float | None = Field(
+        default=None, strict=True, ge=0.0, le=1.0, description="Reranker weight in fused mode"
+    )
     link_weight: float | None = Field(
         default=None,
+        strict=True,
         ge=0.0,
         le=1.0,
         description="Two-hop lift: pages linked by title to the two best rise this share of the way to their "
@@ -177,27 +181,61 @@ class RerankOptionsIn(Strict):
 
 
 class FactCheckOptionsIn(Strict):
-    enabled: bool | None = Field(default=None, description="false: return results unjudged")
-    depth: int | None = Field(
-        default=None, strict=True, ge=1, le=100, description="Top results judged (at least top_k)"
+    enabled: bool | None = Field(default=None, strict=True, description="false: return results unjudged")
+    depth: Annotated[int, Field(strict=True, ge=1, le=100), WHOLE_NUMBER] | None = Field(
+        default=None, description="Top results judged (at least top_k)"
     )
-    min_keep: int | None = Field(
-        default=None,
-        strict=True,
-        ge=0,
-        le=100,
-        description="Below this many RELEVANT, re-admit non-adversarial ones",
+    min_keep: Annotated[int, Field(strict=True, ge=0, le=100), WHOLE_NUMBER] | None = Field(
+        default=None, description="Below this many RELEVANT, re-admit non-adversarial ones"
     )
 
 
 MAX_HISTORY_TURNS = 200
 
+# What PipelineService checks on a request's shape, stated for the OpenAPI document so that a request
+# the schema admits is not refused (tests/unit/test_api_schema_rules.py holds each statement to its
+# check). Not both a session and a history: the server could not tell which conversation is meant.
+ONE_CONVERSATION: JsonDict = {
+    "not": {
+        "required": ["session_id", "history"],
+        "properties": {"session_id": {"type": "string"}, "history": {"type": "array", "minItems": 1}},
+    }
+}
+# adaptive=true: the route picks the stages, so no fusion/rerank/factcheck options; a plain search has
+# no conversation, so no session_id and no (non-empty) history.
+ADAPTIVE_OR_PLAIN: JsonDict = {
+    "anyOf": [
+        {
+            "required": ["adaptive"],
+            "properties": {
+                "adaptive": {"const": True},
+                "fusion": {"type": "null"},
+                "rerank": {"type": "null"},
+                "factcheck": {"type": "null"},
+            },
+        },
+        {
+            "properties": {
+                "adaptive": {"const": False},
+                "session_id": {"type": "null"},
+                "history": {"maxItems": 0},
+            }
+        },
+    ]
+}
+QUERY_RULE = (
+    "; at least one letter or digit in any script (the pattern: Unicode categories L and N), at most "
+    "gateway.max_query_chars characters"
+)
+
 
 class Conversation(Strict):
     """Conversation context of an adaptive request: a session the server keeps, or the caller's history."""
 
-    session_id: str | None = Field(
-        default=None, description="From a previous response; omit to start a new session"
+    model_config = ConfigDict(json_schema_extra=ONE_CONVERSATION)
+
+    session_id: Annotated[str, Field(json_schema_extra={"pattern": SESSION_ID_PATTERN})] | None = Field(
+        default=None, description="From a previous response; omit to start a new session (not with history)"
     )
     history: list[str] | None = Field(
         default=None,
@@ -205,16 +243,33 @@ class Conversation(Strict):
         description="Earlier queries, oldest first, instead of a session (the last sessions.max_turns are used)",
     )
 
+    @field_validator("session_id")
+    @classmethod
+    def _minted(cls, session_id: str | None) -> str | None:
+        """Only an id the server could have minted (the schema's pattern): ``""`` is not "no session"."""
+        problem = session_id_problem(session_id) if session_id is not None else None
+        if problem is not None:
+            raise PydanticCustomError("session_id", problem)
+        return session_id
+
 
 class SearchRequest(Conversation):
-    query: str = Field(min_length=1, description="Free text")
+    model_config = ConfigDict(json_schema_extra={**ONE_CONVERSATION, **ADAPTIVE_OR_PLAIN})
+
+    query: str = Field(
+        min_length=1, description="Free text" + QUERY_RULE, json_schema_extra={"pattern": WORD_PATTERN}
+    )
     adaptive: bool = Field(
         default=False,
+        strict=True,
         description="Route the query (Simple/Conversational/Complex), rewrite follow-ups, chain multi-hop "
         "questions and grade the results (CRAG); false: one hybrid search with the request's knobs",
     )
-    top_k: int = Field(
-        default=10, ge=1, strict=True, description="Number of chunks to return (capped by the server)"
+    top_k: WholeInt = Field(
+        default=DEFAULT_TOP_K,
+        ge=1,
+        strict=True,
+        description="Number of chunks to return (at most gateway.max_top_k)",
     )
     tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
     filters: SearchFilters | None = None
@@ -338,9 +393,14 @@ class SearchResponse(BaseModel):
 
 
 class AnswerRequest(Conversation):
-    query: str = Field(min_length=1, description="The question")
-    top_k: int = Field(
-        default=10, ge=1, strict=True, description="Results returned beside the answer (capped)"
+    query: str = Field(
+        min_length=1, description="The question" + QUERY_RULE, json_schema_extra={"pattern": WORD_PATTERN}
+    )
+    top_k: WholeInt = Field(
+        default=DEFAULT_TOP_K,
+        ge=1,
+        strict=True,
+        description="Results returned beside the answer (at most gateway.max_top_k)",
     )
     tenant: Name | None = Field(default=None, description="Must be the caller's tenant if given")
     filters: SearchFilters | None = None

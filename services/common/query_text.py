@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from services.common.errors import invalid
 
+WORD_PATTERN = r"[\p{L}\p{N}]"
+"""The rule as the OpenAPI document states it (``query`` fields): a character of Unicode category
+Letter or Number. ``str.isalnum``, which :func:`has_words` uses, is true for exactly those characters
+(tests/unit/test_api_schema_rules.py checks every code point). Python's ``re`` has no ``\\p{..}``, and
+``[^\\W_]`` would be read as ASCII by ECMA-262 and the JSON Schema tools that use it."""
 SHOWN_CHARS = 40  # of a refused query, in the message (it is caller input: keep it short)
 
 

@@ -12,7 +12,16 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic.config import JsonDict
 
 from services.common.verdicts import Judgement
 
@@ -21,6 +30,56 @@ IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/\-]{0,254}$"
 Ident = Annotated[str, StringConstraints(pattern=IDENT_PATTERN)]
 NAME_PATTERN = r"^[A-Za-z0-9*][A-Za-z0-9._@\-]{0,127}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+METADATA_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$"
+"""A metadata key: a simple name (it becomes an index field name)."""
+NOT_BLANK_PATTERN = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+"""Some text that is not whitespace: a character outside exactly the set ``str.strip`` removes (Python's
+``str.isspace``, tests/unit/test_api_schema_rules.py checks every code point). Spelled out rather than
+``\\S``, which Python, ECMA-262 and JSON Schema tools each read differently."""
+_NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
+SESSION_ID_PATTERN = r"^s_[A-Za-z0-9_\-]{16,64}$"
+"""A conversation session id as the server mints it (``s_`` + URL-safe random)."""
+
+
+def session_id_problem(session_id: str) -> str | None:
+    """Why ``session_id`` cannot be one the server minted (:data:`SESSION_ID_PATTERN`), else ``None``:
+    the request model and the session stores refuse with this message."""
+    if re.fullmatch(SESSION_ID_PATTERN, session_id):
+        return None
+    return (
+        f"session_id {session_id[:80]!r} is not a session id; send the session_id a previous response "
+        "returned, or omit it to start a new session"
+    )
+
+
+MAX_VERSION = 9 * 10**18
+"""The largest document version: versions are int64 on the gRPC wire and in the stores' INTEGER
+columns (at most 2**63 - 1, about 9.22e18). A round bound, because the OpenAPI document carries bounds
+as doubles: 9e18 is one exactly, and its shortest spelling means the same integer to every reader."""
+
+
+def _whole_number(value: object) -> object:
+    """A JSON number without a fraction as the ``int`` it is: JSON Schema counts ``3.0`` as the integer
+    3 (and clients generated from the OpenAPI document may send it), so refusing it would refuse a
+    request the schema admits. Booleans, strings and ``3.5`` reach the strict ``int`` check unchanged
+    and stay refused."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WHOLE_NUMBER = BeforeValidator(_whole_number)
+WholeInt = Annotated[int, WHOLE_NUMBER]
+"""An integer field of the wire types: declare it with ``Field(strict=True)`` (no booleans, no
+strings); a whole float is the integer it spells. An optional one is ``Annotated[int,
+Field(strict=True, ge=.., le=..), WHOLE_NUMBER] | None``: bounds given outside the union would be
+written into the schema as pydantic's own ``ge``/``le`` instead of ``minimum``/``maximum``."""
+METADATA_KEYS: JsonDict = {"propertyNames": {"pattern": METADATA_KEY_PATTERN}}
+"""The schema's statement of ``Document._metadata_keys``, for every model that carries metadata."""
+
+DEFAULT_TOP_K = 10
+"""Results of a search or an answer that does not say how many (``top_k`` omitted)."""
 
 EVERYONE = "*"
 """Group every principal of a tenant belongs to: ``acl.groups = ["*"]`` shares with the whole tenant."""
@@ -35,7 +94,19 @@ class Strict(BaseModel):
 
 
 class Acl(Strict):
-    """Who may read a document. A reader needs their user id in ``users`` or a group in ``groups``."""
+    """Who may read a document. A reader needs their user id in ``users`` or a group in ``groups``.
+
+    The schema says "at least one reader" itself (``anyOf``), so a client generated from the OpenAPI
+    document cannot build an ACL the server then refuses."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["users"], "properties": {"users": {"minItems": 1}}},
+                {"required": ["groups"], "properties": {"groups": {"minItems": 1}}},
+            ]
+        }
+    )
 
     users: list[Name] = Field(default_factory=list, max_length=1000)
     groups: list[Name] = Field(default_factory=list, max_length=1000)
@@ -73,14 +144,27 @@ class Principal(Strict):
 class Document(Strict):
     """A source document as submitted. ``(id, version)`` makes ingest idempotent."""
 
+    model_config = ConfigDict(
+        # exactly one payload, as _one_payload checks: the other is absent or null
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["text"], "properties": {"text": {"type": "string"}}},
+                {"required": ["content_base64"], "properties": {"content_base64": {"type": "string"}}},
+            ]
+        }
+    )
+
     id: Ident
-    version: int = Field(default=1, ge=0, strict=True, description="Higher replaces lower; equal is a no-op.")
+    version: WholeInt = Field(
+        default=1, ge=0, le=MAX_VERSION, strict=True, description="Higher replaces lower; equal is a no-op."
+    )
     tenant: Name
     acl: Acl
     source: str = Field(default="", max_length=2048, description="Where it came from (URL, path).")
     title: str = Field(default="", max_length=1024)
-    text: str | None = Field(
-        default=None, description="Inline content: plain text, or Markdown/HTML when content_type says so."
+    text: Annotated[str, Field(json_schema_extra={"pattern": NOT_BLANK_PATTERN})] | None = Field(
+        default=None,
+        description="Inline content: plain text, or Markdown/HTML when content_type says so; not blank.",
     )
     content_base64: str | None = Field(
         default=None, description="Binary content (PDF, DOCX, or any text format), base64-encoded."
@@ -90,12 +174,16 @@ class Document(Strict):
         description="text/plain, text/markdown, text/html, application/pdf or the DOCX type; "
         "guessed from source's extension or the content when omitted.",
     )
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict, max_length=64)
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=64,
+        json_schema_extra=METADATA_KEYS,
+    )
 
     @field_validator("text")
     @classmethod
     def _has_text(cls, v: str | None) -> str | None:
-        if v is not None and not v.strip():
+        if v is not None and not _NOT_BLANK.search(v):
             raise ValueError("text is blank; send the document's content, or delete the document instead")
         return v
 
@@ -118,7 +206,7 @@ class Document(Strict):
     @classmethod
     def _metadata_keys(cls, v: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
         for key in v:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}", key):
+            if not re.fullmatch(METADATA_KEY_PATTERN, key):
                 raise ValueError(f"metadata key {key!r} is not a simple name (letters, digits, _ . -)")
         return v
 

@@ -34,6 +34,7 @@ from services.gateway.backends import GatewayBackends
 from services.gateway.body_limit import BodyLimit
 from services.gateway.errors import install_error_handlers
 from services.gateway.oidc import OidcVerifier
+from services.gateway.openapi import install_openapi
 from services.gateway.rate_limit import build_limiter
 from services.gateway.routes_documents import documents_router
 from services.gateway.routes_health import health_router
@@ -76,6 +77,7 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
     app.include_router(health_router(backends, access))
     app.include_router(documents_router(backends, access, audit))
     app.include_router(search_router(backends, access, audit))
+    install_openapi(app, gw)  # the settings' limits in /openapi.json
     instrument_fastapi(app)  # server span per request; /healthz, /readyz, /metrics excluded
     return app
 

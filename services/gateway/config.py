@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 
+from services.common.types import DEFAULT_TOP_K
+
 # What one request of each kind takes from its key's and tenant's budget. An answer runs the adaptive
 # pipeline (routing, possibly a chain of 3-6 retrievals, grading, fact-check, answer): measured at
 # 3-5 times a search's work, so it costs 4; reading a document's status is a lookup.
@@ -99,7 +101,13 @@ class GatewaySettings(BaseModel):
     )
     max_document_bytes: int = Field(default=5 * 1024 * 1024, ge=1, description="Largest single document")
     max_batch_documents: int = Field(default=256, ge=1, description="Documents per ingest request")
-    max_top_k: int = Field(default=100, ge=1, le=1000, description="Largest top_k a search may ask")
+    max_top_k: int = Field(
+        default=100,
+        ge=DEFAULT_TOP_K,
+        le=1000,
+        description=f"Largest top_k a search may ask; at least {DEFAULT_TOP_K}, the top_k of a request that "
+        "omits it (a smaller limit would refuse such a request, which the OpenAPI document admits)",
+    )
     max_query_chars: int = Field(default=2000, ge=1, description="Longest query")
     rate_limit_per_minute: int = Field(
         default=600, ge=0, description="Cost units per minute per API key or token subject; 0 disables"

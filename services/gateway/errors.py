@@ -18,8 +18,11 @@ from services.common.http_errors import error_response, invalid_request, routing
 
 log = logging.getLogger("services.gateway.app")  # the logger these handlers have always used
 
+# Every status a /v1 operation may answer besides 200, each with the body it has. 412: a well-formed
+# request the tenant's configuration does not allow (a link option for a generic corpus profile);
+# 500/504: a bug, or the stack's orchestrator past its deadline.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 429, 503)
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 412, 413, 429, 500, 503, 504)
 }
 
 

@@ -17,21 +17,39 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic.config import JsonDict
+
 from services.common.errors import invalid
-from services.common.types import FusionMethod
+from services.common.types import FusionMethod, Retriever
+
+RETRIEVERS = tuple(r.value for r in Retriever)
 
 
 def weights_problem(weights: Mapping[str, float]) -> tuple[str, str] | None:
-    """``(field, why)`` when per-retriever fusion weights are unusable, else ``None``: a negative or
-    non-finite weight would invert or swamp a retriever's scores, and all zero leaves nothing to rank
-    by. One rule for the HTTP request model and the gRPC wire."""
+    """``(field, why)`` when per-retriever fusion weights are unusable, else ``None``: an unknown
+    retriever would be refused by the search anyway, a negative or non-finite weight would invert or
+    swamp a retriever's scores, and all zero (or none) leaves nothing to rank by. One rule for the HTTP
+    request model and the gRPC wire; :func:`weights_json_schema` states it in the OpenAPI document."""
+    unknown = sorted(set(weights) - set(RETRIEVERS))
+    if unknown:
+        return "weights", f"unknown retriever(s) {unknown} in weights; use {', '.join(RETRIEVERS)}"
     for name, w in weights.items():
         if not math.isfinite(w) or w < 0:
             why = f"weights[{name!r}] = {w} must be a finite number >= 0 (0 disables that retriever)"
             return f"weights.{name}", why
-    if weights and not any(w > 0 for w in weights.values()):
+    if not any(w > 0 for w in weights.values()):
         return "weights", "every retriever weight is 0; give bm25 or dense a weight > 0"
     return None
+
+
+def weights_json_schema() -> JsonDict:
+    """:func:`weights_problem` in JSON Schema, for the object of weights: known retriever names only,
+    each a number >= 0 (JSON has no non-finite numbers), and at least one of them > 0."""
+    return {
+        "propertyNames": {"enum": list(RETRIEVERS)},
+        "additionalProperties": {"type": "number", "minimum": 0},
+        "anyOf": [{"required": [n], "properties": {n: {"exclusiveMinimum": 0}}} for n in RETRIEVERS],
+    }
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from services.retrieval.capabilities import check_reads
 from services.retrieval.config import FusionSettings
 from services.retrieval.copy_overlap import copy_overlaps
 from services.retrieval.embedder import Embedder
-from services.retrieval.fusion import Bounds, Fused, fuse
+from services.retrieval.fusion import Bounds, Fused, fuse, weights_problem
 from services.retrieval.graph.config import MAX_GRAPH_DEPTH
 from services.retrieval.graph.stream import GraphResult, GraphStatus, GraphStream
 from services.retrieval.index import SearchIndex
@@ -147,20 +147,12 @@ class HybridRetriever:
         """Search with a precomputed query vector (batch evaluation embeds all queries at once)."""
         check_query(query)
         weights = _weights(params)
-        depth = max(params.candidates, params.top_k)
         lists: dict[str, list[tuple[int, float]]] = {}
         timings: dict[str, float] = {}
         graph = self._graph(query, principal, params, weights, lists, timings)
-        if Retriever.BM25.value in weights:
-            t0 = time.perf_counter()
-            lists["bm25"] = self.index.bm25(query, principal, depth, filters=params.filters)
-            timings["bm25"] = (time.perf_counter() - t0) * 1000
-        if Retriever.DENSE.value in weights:
-            if vector is None:
-                raise invalid("dense retrieval needs the query vector")
-            t0 = time.perf_counter()
-            lists["dense"] = self.index.dense(vector, principal, depth, filters=params.filters)
-            timings["dense"] = (time.perf_counter() - t0) * 1000
+        if graph is not None and not weights:
+            return _graph_found_nothing(graph, timings)
+        self._text_lists(query, vector, principal, params, weights, lists, timings)
         own_ranks = {name: [k for k, _ in hits] for name, hits in lists.items()}
         found = {name: len(hits) for name, hits in lists.items()}
         if params.fill_missing and Retriever.BM25.value in lists and Retriever.DENSE.value in lists:
@@ -221,6 +213,29 @@ class HybridRetriever:
             outcome.degraded.append("graph")
         return outcome
 
+    def _text_lists(
+        self,
+        query: str,
+        vector: npt.NDArray[np.float32] | None,
+        principal: Principal,
+        params: SearchParams,
+        weights: dict[str, float],
+        lists: dict[str, list[tuple[int, float]]],
+        timings: dict[str, float],
+    ) -> None:
+        """BM25's and dense's lists into ``lists``, for those ``weights`` gives a share."""
+        depth = max(params.candidates, params.top_k)
+        if Retriever.BM25.value in weights:
+            t0 = time.perf_counter()
+            lists["bm25"] = self.index.bm25(query, principal, depth, filters=params.filters)
+            timings["bm25"] = (time.perf_counter() - t0) * 1000
+        if Retriever.DENSE.value in weights:
+            if vector is None:
+                raise invalid("dense retrieval needs the query vector")
+            t0 = time.perf_counter()
+            lists["dense"] = self.index.dense(vector, principal, depth, filters=params.filters)
+            timings["dense"] = (time.perf_counter() - t0) * 1000
+
     def _graph(
         self,
         query: str,
@@ -231,8 +246,10 @@ class HybridRetriever:
         timings: dict[str, float],
     ) -> GraphResult | None:
         """The graph stream's list into ``lists`` when ``weights`` asks for it. Without a graph (no
-        stream, or an index that stores none) its weight is dropped, so BM25 and dense carry the
-        search; the outcome says why (:class:`GraphStatus`)."""
+        stream, or an index that stores none) or an entity the query names, its weight is dropped, so
+        BM25 and dense carry the search; the outcome says why (:class:`GraphStatus`). When the graph was
+        the only retriever asked for, nothing is left: the search has no results (a state of the
+        index, not a fault of the request, which the OpenAPI document admits)."""
         if Retriever.GRAPH.value not in weights:
             return None
         t0 = time.perf_counter()
@@ -244,14 +261,8 @@ class HybridRetriever:
         timings["graph"] = (time.perf_counter() - t0) * 1000
         if result.hits:
             lists[Retriever.GRAPH.value] = result.hits
-        elif len(weights) > 1:
-            del weights[Retriever.GRAPH.value]
         else:
-            raise invalid(
-                f"the graph found nothing for this query ({result.status.value}) and it was the only "
-                "retriever asked for; give bm25 or dense a weight > 0",
-                field="weights",
-            )
+            del weights[Retriever.GRAPH.value]
         return result
 
     def _link(
@@ -340,14 +351,22 @@ def _unreached(lists: dict[str, list[tuple[int, float]]]) -> None:
     lists[Retriever.GRAPH.value] = graph + [(k, 0.0) for k in sorted(others - reached)]
 
 
+def _graph_found_nothing(graph: GraphResult, timings: dict[str, float]) -> SearchOutcome:
+    """The outcome of a search that asked the graph alone, which found nothing: no results, and the
+    graph's status saying why (``no_graph`` is degraded, as when the graph shares the search)."""
+    outcome = SearchOutcome(hits=[], timings_ms=timings, candidates={Retriever.GRAPH.value: 0}, graph=graph)
+    if graph.status is GraphStatus.NO_GRAPH:
+        outcome.degraded.append("graph")
+    return outcome
+
+
 def _weights(params: SearchParams) -> dict[str, float]:
-    """The retrievers to run and their fusion weights: the known ones with a weight above 0."""
-    unknown = set(params.weights) - {r.value for r in Retriever}
-    if unknown:
-        raise invalid(f"unknown retriever(s) {sorted(unknown)} in weights; use bm25, dense and/or graph")
+    """The retrievers to run and their fusion weights: those with a weight above 0. The weights'
+    rule is :func:`weights_problem`'s, as on the gRPC wire and in the HTTP request model."""
+    problem = weights_problem(params.weights)
+    if problem is not None:
+        raise invalid(problem[1], field=problem[0])
     weights = {k: w for k, w in params.weights.items() if w > 0}
-    if not weights:
-        raise invalid("every retriever weight is 0; give bm25 or dense a weight > 0")
     if params.graph_depth is not None and not 1 <= params.graph_depth <= MAX_GRAPH_DEPTH:
         raise invalid(
             f"graph_depth = {params.graph_depth} is out of range; use 1..{MAX_GRAPH_DEPTH}",

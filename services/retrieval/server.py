@@ -22,6 +22,7 @@ from services.common.service_telemetry import run_service
 from services.common.settings import RampartSettings
 from services.retrieval.embedder import Embedder
 from services.retrieval.graph.config import GraphSettings
+from services.retrieval.graph.entities import preload
 from services.retrieval.index import SearchIndex
 from services.retrieval.index_servicer import IndexServicer
 from services.retrieval.links.link_servicer import LINK_SERVICE, LinkServicer
@@ -69,6 +70,8 @@ class RetrievalApp:
             links_pb2_grpc.add_LinkServiceServicer_to_server, LinkServicer(index, self.executor), LINK_SERVICE
         )
         if embedder is not None:
+            if graph is not None:
+                preload(graph)  # before SERVING: the first graph search must fit the RPC deadline
             self.server.add(
                 retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server,
                 RetrievalServicer(local_retriever(index, embedder, graph), self.executor),

@@ -177,6 +177,96 @@ def test_plain_integers_are_still_accepted(api: tuple[TestClient, dict[str, str]
     assert len(r.json()["results"]) <= 2
 
 
+def test_whole_floats_are_the_integers_they_spell(api: tuple[TestClient, dict[str, str]]) -> None:
+    """JSON Schema (the OpenAPI document's language) counts 2.0 as the integer 2, so a client generated
+    from it may send one: served as 2. A fraction stays refused."""
+    client, headers = api
+    r = client.post(
+        "/v1/search", json={"query": "leave", "top_k": 2.0, "fusion": {"candidates": 50.0}}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    assert len(r.json()["results"]) <= 2
+    body = error(client.post("/v1/search", json={"query": "leave", "top_k": 2.5}, headers=headers), 400)
+    assert body["details"]["errors"][0]["field"] == "body.top_k"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"rerank": {"weight": False}},
+        {"rerank": {"link_weight": True}},
+        {"fusion": {"bounds": {"dense": {"low": True}}}},
+    ],
+)
+def test_booleans_for_fractions_are_400(
+    api: tuple[TestClient, dict[str, str]], extra: dict[str, Any]
+) -> None:
+    """Schemathesis found ``rerank.weight: false`` served as 0.0: the schema says number, and a boolean
+    is not one (as for the integers above)."""
+    client, headers = api
+    error(client.post("/v1/search", json={"query": "leave", **extra}, headers=headers), 400)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"rerank": {"enabled": 0.0}},
+        {"factcheck": {"enabled": 1}},
+        {"fusion": {"fill_missing": "yes"}},
+        {"adaptive": "true"},
+    ],
+)
+def test_numbers_and_strings_for_booleans_are_400(
+    api: tuple[TestClient, dict[str, str]], extra: dict[str, Any]
+) -> None:
+    """Schemathesis found ``rerank.enabled: 0.0`` served as false: the schema says boolean."""
+    client, headers = api
+    error(client.post("/v1/search", json={"query": "leave", **extra}, headers=headers), 400)
+
+
+def test_a_version_past_int64_is_400_not_500(api: tuple[TestClient, dict[str, str]]) -> None:
+    """Schemathesis found a version above 2**63 - 1 reaching SQLite (OverflowError: a 500); the bound
+    is in the model now, and stated in the OpenAPI document."""
+    client, headers = api
+    for version in (2**63, 2**70):
+        doc = {**LEAVE, "id": "huge", "version": version}
+        body = error(client.post("/v1/documents", json={"documents": [doc]}, headers=headers), 400)
+        assert body["details"]["errors"][0]["field"] == "body.documents.0.version"
+
+
+@pytest.mark.parametrize("weights", [{"graph": 1}, {"graph": 1, "bm25": 0}])
+def test_a_search_of_the_graph_alone_that_finds_nothing_is_empty_not_400(
+    api: tuple[TestClient, dict[str, str]], weights: dict[str, float]
+) -> None:
+    """Whether the graph finds anything depends on the index, not on the request: a 400 refused a
+    request the schema admits. No results, and ``graph.status`` says why."""
+    client, headers = api
+    r = client.post("/v1/search", json={"query": "leave", "fusion": {"weights": weights}}, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["results"] == [] and r.json()["graph"]["status"] in ("no_entity", "no_graph")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": "leave", "session_id": "s_short"}, "body.session_id"),
+        ({"query": "leave", "adaptive": True, "session_id": ""}, "body.session_id"),
+        ({"query": "leave", "fusion": {"weights": {"bm25": 1, "bm42": 1}}}, "body.fusion.weights"),
+        ({"query": "leave", "fusion": {"weights": {}}}, "body.fusion.weights"),
+    ],
+)
+def test_what_the_schema_refuses_the_model_refuses(
+    api: tuple[TestClient, dict[str, str]], body: dict[str, Any], field: str
+) -> None:
+    """A session id the server could never have minted, unknown retrievers and no weight at all are
+    refused by the request model, as the OpenAPI document's pattern and weights rule say."""
+    client, headers = api
+    assert (
+        error(client.post("/v1/search", json=body, headers=headers), 400)["details"]["errors"][0]["field"]
+        == field
+    )
+
+
 @pytest.mark.parametrize(("field", "value"), [("link_seeds", 21), ("backlinks", 11), ("backlinks", -1)])
 def test_link_counts_out_of_range_are_400(
     api: tuple[TestClient, dict[str, str]], field: str, value: int
@@ -199,9 +289,12 @@ def test_link_options_are_refused_for_a_generic_tenant(
     api: tuple[TestClient, dict[str, str]], options: dict[str, Any], field: str
 ) -> None:
     """acme's corpus profile is generic (the default), which switches the link features off: asking
-    for one is a 400 naming the option and the fix, not a knob silently ignored; 0 (off) is served."""
+    for one is refused naming the option and the fix, not a knob silently ignored; 0 (off) is served.
+    412 failed_precondition, not 400: the request is well formed (the OpenAPI document admits it), the
+    tenant's configuration refuses it."""
     client, headers = api
-    body = error(client.post("/v1/search", json={"query": "leave", **options}, headers=headers), 400)
+    r = client.post("/v1/search", json={"query": "leave", **options}, headers=headers)
+    body = error(r, 412, "failed_precondition")
     assert body["details"]["field"] == field
     assert "corpus profile is generic" in body["message"]
     assert """RAMPART_CORPUS__TENANTS='{"acme": "linked"}'""" in body["message"], body["message"]

@@ -474,3 +474,25 @@ def test_over_max_concurrent_rpcs_is_rate_limited(toy: str) -> None:
     assert err.value.code is ErrorCode.RATE_LIMITED
     assert first.result() == b"ok"
     channel.close()
+
+
+def test_the_graph_model_is_loaded_before_the_service_serves(tmp_path: Path, embedder: Embedder) -> None:
+    """The stack's API conformance run (tests/e2e/test_stack_conformance.py) found the first adaptive
+    search of a fresh stack answered 504: the retrieval service loaded spaCy for the query's entities
+    inside the 5 s RPC deadline (12 s on a loaded 2-core machine). It loads it before serving now."""
+    from services.retrieval.graph import entities
+    from services.retrieval.graph.config import GraphSettings
+
+    async def serve_once(graph: GraphSettings, root: Path) -> int:
+        """How many models were loaded by the time the app was built (then it starts and stops)."""
+        entities._pipeline.cache_clear()
+        app = RetrievalApp(
+            GrpcServerSettings(port=free_port()), EmbeddedIndex.open(root, dim=embedder.dim), embedder, graph
+        )
+        loaded = entities._pipeline.cache_info().currsize
+        await app.start()
+        await app.stop(0)
+        return loaded
+
+    assert asyncio.run(serve_once(GraphSettings(), tmp_path / "spacy")) == 1
+    assert asyncio.run(serve_once(GraphSettings(extractor="none"), tmp_path / "none")) == 0

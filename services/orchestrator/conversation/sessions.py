@@ -9,7 +9,6 @@ process); ``redis`` is shared by every replica of the distributed mode.
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 import time
 from typing import Protocol
@@ -17,11 +16,9 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.types import Principal
+from services.common.types import Principal, session_id_problem
 from services.orchestrator.conversation.config import SessionSettings
 from services.orchestrator.conversation.fact_graph import FactGraph
-
-SESSION_ID = re.compile(r"s_[A-Za-z0-9_\-]{16,64}")
 
 
 class Turn(BaseModel):
@@ -62,12 +59,9 @@ def owner_key_of(session: Session) -> str:
 
 
 def check_session_id(session_id: str) -> str:
-    if not SESSION_ID.fullmatch(session_id):
-        raise RampartError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"session_id {session_id[:80]!r} is not a session id; send the session_id a previous response "
-            "returned, or omit it to start a new session",
-        )
+    problem = session_id_problem(session_id)
+    if problem is not None:
+        raise RampartError(ErrorCode.INVALID_ARGUMENT, problem)
     return session_id
 
 

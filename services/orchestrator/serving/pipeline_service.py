@@ -196,7 +196,8 @@ class PipelineService:
     def _check_links(self, who: Principal, body: SearchRequest) -> None:
         """Refuse a request that asks a generic tenant for a link feature: the pipeline would switch it
         off (:meth:`SearchPipeline.profiled`), and a knob ignored without a word reads as a feature that
-        found nothing. 0 (off) is accepted from anyone."""
+        found nothing. 0 (off) is accepted from anyone. FAILED_PRECONDITION (412), not 400: the request
+        is well formed (the OpenAPI document admits it); the tenant's configuration refuses it."""
         if self.runtime.search.linked(who):
             return
         f, r = body.fusion, body.rerank
@@ -208,7 +209,8 @@ class PipelineService:
         for name, value in asked.items():
             if value:
                 fix = json.dumps({who.tenant: "linked"})
-                raise invalid(
+                raise RampartError(
+                    ErrorCode.FAILED_PRECONDITION,
                     f"{name}={value} follows title links, which tenant {who.tenant!r} does not use: its corpus "
                     "profile is generic; drop the option, or give the tenant the linked profile "
                     f"(RAMPART_CORPUS__TENANTS='{fix}', docs/corpus-profiles.md)",

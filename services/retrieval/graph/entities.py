@@ -118,7 +118,7 @@ class SpacyExtractor:
     """spaCy's entity recogniser (parser and lemmatiser off) plus runs of 2+ proper nouns.
 
     One pipeline per process, shared, loaded on first use (a process that never extracts never pays
-    for it); a lock serialises calls (spaCy pipelines are not documented as safe for concurrent use,
+    for it; the retrieval service loads it before serving, :func:`preload`); a lock serialises calls (spaCy pipelines are not documented as safe for concurrent use,
     and a call is milliseconds for a query)."""
 
     def __init__(self, settings: GraphSettings) -> None:
@@ -148,6 +148,15 @@ def open_extractor(settings: GraphSettings) -> EntityExtractor:
     if settings.extractor == "none":
         return NoExtractor()
     return SpacyExtractor(settings)
+
+
+def preload(settings: GraphSettings) -> None:
+    """Load the extractor's model now, for a server whose first query must not pay for it. The
+    retrieval service answers under an RPC deadline (``remote.deadline_ms``, 5 s), and loading spaCy
+    takes seconds (2 to 12 on a 2-core machine, by its load): the first search after a start that
+    gave the graph a share (the adaptive route plans do) failed 504. Everyone else keeps the lazy load."""
+    if settings.extractor != "none":
+        _pipeline()
 
 
 @lru_cache(maxsize=1)
