@@ -41,9 +41,8 @@ def reads(ix: SearchIndex) -> GraphReads:
 
 
 class GraphReadsContract:
-    @pytest.fixture()
-    def make_index(self) -> Callable[[], SearchIndex]:
-        raise NotImplementedError(f"{type(self).__name__} must provide make_index (tests/README.md)")
+    """Mixed in beside SearchIndexContract, whose ``make_index`` fixture (provided by the
+    implementation's test class) it uses: no fixture of its own to keep in step."""
 
     def test_postings_are_scoped_like_every_search(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()
