@@ -298,6 +298,27 @@ class SearchFilters(Strict):
         return not (self.doc_ids or self.sources or self.metadata)
 
 
+class CopyEdit(BaseModel):
+    """How a result differs from an older near-copy that shares most of its words: the spans of that
+    copy it replaced, word for word. A counterfactual attack plants a genuine passage with one claim
+    swapped (a date, a name); a pasted copy replaces nothing, and a template sibling ("the 2014 season"
+    beside "the 2015 season") replaces words of its heading. The fact-check decides which is which
+    (docs/factcheck.md, "altered copies"); the search only reports the difference."""
+
+    doc_id: str = Field(description="The older copy's document")
+    replaced: list[tuple[str, str]] = Field(
+        description="(the older copy's words, this result's words) for each replaced span, in text order"
+    )
+    heading: bool = Field(
+        description="Whether a replaced word is in the title or section path of either chunk: another subject"
+    )
+    one_sided: list[str] = Field(
+        default_factory=list,
+        description="Words (case folded, sorted) that one of the two chunks has and the other lacks "
+        "entirely: a query word among them tells two subjects apart",
+    )
+
+
 class ScoredChunk(BaseModel):
     """One fused result, with what each retriever thought of it."""
 
@@ -349,4 +370,10 @@ class ScoredChunk(BaseModel):
         description="For the first len(copy_overlaps) entries of copy_cosines (those at or above the "
         "search's copy_overlap): the word overlap of that chunk's text with this one's (internal; null = "
         "not asked)",
+    )
+    copy_edits: list[CopyEdit] | None = Field(
+        default=None,
+        exclude=True,
+        description="The older copies at or above the search's copy_overlap cosine that share most of this "
+        "chunk's words, and what this chunk replaced of each (internal; null = not asked)",
     )

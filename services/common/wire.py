@@ -22,6 +22,7 @@ from services.common.query_text import check_query
 from services.common.types import (
     Acl,
     Chunk,
+    CopyEdit,
     Document,
     DocumentState,
     DocumentStatus,
@@ -405,6 +406,16 @@ def scored_chunk_to_pb(s: ScoredChunk) -> pb.ScoredChunk:
                 neighbors=[pb.CopyCosines(values=n) for n in s.copy_neighbors or []],
                 arrivals=s.copy_arrivals or [],
                 overlaps=s.copy_overlaps or [],
+                edits=[
+                    pb.CopyEdit(
+                        doc_id=e.doc_id,
+                        old=[o for o, _ in e.replaced],
+                        new=[n for _, n in e.replaced],
+                        heading=e.heading,
+                        one_sided=e.one_sided,
+                    )
+                    for e in s.copy_edits or []
+                ],
             )
         )
     if s.arrival is not None:
@@ -432,6 +443,17 @@ def scored_chunk_from_pb(m: pb.ScoredChunk, copy_leads: list[str] | None = None)
         else None,
         copy_overlaps=list(m.copy_cosines.overlaps)
         if m.HasField("copy_cosines") and m.copy_cosines.overlaps
+        else None,
+        copy_edits=[
+            CopyEdit(
+                doc_id=e.doc_id,
+                replaced=list(zip(e.old, e.new, strict=True)),
+                heading=e.heading,
+                one_sided=list(e.one_sided),
+            )
+            for e in m.copy_cosines.edits
+        ]
+        if m.HasField("copy_cosines") and m.copy_cosines.edits
         else None,
     )
 

@@ -231,9 +231,7 @@ def first_stages(
         vectors=True,
         copy_depth=copies,
         copy_expand=settings.factcheck.copy_border_threshold if copies else 0.0,
-        copy_overlap=settings.factcheck.copy_threshold
-        if copies and settings.factcheck.arrival_order and settings.factcheck.copy_planting
-        else 0.0,
+        copy_overlap=settings.factcheck.copy_overlap() if copies else 0.0,
     )
     if copies and settings.factcheck.copy_subjects:
         params = replace(params, links=replace(params.links, copy_leads=settings.factcheck.copy_threshold))

@@ -36,6 +36,7 @@ SetRule = Callable[[Check], None]
 PASSAGE_RULES: tuple[PassageRule, ...] = (
     adversarial.overrun,
     adversarial.injection,
+    adversarial.altered_copy,
     adversarial.near_duplicate_cluster,
     adversarial.planted_copies,
     adversarial.query_copy,

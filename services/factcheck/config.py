@@ -176,6 +176,21 @@ class FactCheckSettings(BaseModel):
         description="A passage that frames its claim as contrary to fact ('In an alternate universe, ...', "
         "'Contrary to popular belief, ...') is COUNTERFACTUAL (detectors/framing.py)",
     )
+    altered_copies: bool = Field(
+        default=True,
+        description="A passage that repeats an older document word for word but for one or two claims it "
+        "replaced (not its subject, not a word the query names, not a spelling) is COUNTERFACTUAL: a "
+        "genuine passage with its answer swapped (detectors/altered_copy.py; needs copy_min_docs > 0, "
+        "which makes the search report the copies; docs/factcheck.md, 'altered copies')",
+    )
+    edit_cosine: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Claim cosine down to which a result's closest copies are read for the altered-copies "
+        "rule: one swapped name moves a short passage's claim vector well below copy_threshold (0.65–0.92 on "
+        "RGB's edits). Sharing more than half the words decides; this only bounds what is read",
+    )
     duplicate_threshold: float = Field(
         default_factory=_shipped("duplicate_threshold"),
         ge=0.0,
@@ -382,6 +397,16 @@ class FactCheckSettings(BaseModel):
             policy = load_policy(Path(data["policy_dir"]) / POLICY_FILE)
             return {**policy, **data}
         return data
+
+    def copy_overlap(self) -> float:
+        """The claim cosine down to which the search reads each result's close copies' text (word
+        overlaps, edits of older copies); 0 when no rule reads them: the copy_planting test and the
+        altered-copies rule both need the copies the planted-copies lookup finds."""
+        if self.copy_min_docs <= 0:
+            return 0.0
+        floors = [self.copy_threshold] if self.arrival_order and self.copy_planting else []
+        floors += [self.edit_cosine] if self.altered_copies and self.edit_cosine > 0 else []
+        return min(floors, default=0.0)
 
     def for_corpus(self, linked: bool) -> FactCheckSettings:
         """The settings a check of one tenant's corpus decides with: these, for a ``linked`` corpus;

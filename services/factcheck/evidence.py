@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field
 
+from services.common.types import CopyEdit
 from services.common.verdicts import Verdict
 from services.common.words import terms
 from services.factcheck.config import FactCheckSettings
@@ -88,6 +89,11 @@ class CheckInput(BaseModel):
         description="For the head of copy_cosines at or above the search's copy_overlap cosine: the word "
         "overlap of each closest other document's chunk with this passage (ScoredChunk.copy_overlaps): "
         "an edited copy of an older passage shares most of its words. None = not known",
+    )
+    copy_edits: list[CopyEdit] | None = Field(
+        default=None,
+        description="The older near-copies that share most of the passage's words, and the spans of each it "
+        "replaced (ScoredChunk.copy_edits): the altered-copies rule reads them. None = not known",
     )
     embed: bool = Field(
         default=True,

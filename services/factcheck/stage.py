@@ -62,6 +62,7 @@ def to_input(hit: ScoredChunk) -> CheckInput:
         arrival=hit.arrival,
         copy_arrivals=hit.copy_arrivals,
         copy_overlaps=hit.copy_overlaps,
+        copy_edits=hit.copy_edits,
     )
 
 

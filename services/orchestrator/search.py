@@ -124,9 +124,7 @@ class SearchPipeline:
             copies=d.copy_min_docs > 0,
             copy_expand=d.copy_border_threshold if d.copy_min_docs > 0 else 0.0,
             copy_leads=d.copy_threshold if d.copy_min_docs > 0 and d.copy_subjects else 0.0,
-            copy_overlap=d.copy_threshold
-            if d.copy_min_docs > 0 and d.arrival_order and d.copy_planting
-            else 0.0,
+            copy_overlap=d.copy_overlap(),
         )
 
     def linked(self, principal: Principal) -> bool:

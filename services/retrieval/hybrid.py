@@ -21,7 +21,7 @@ from services.common.types import Chunk, FusionMethod, Principal, Retriever, Sco
 from services.common.verdicts import Judgement
 from services.retrieval.capabilities import check_reads
 from services.retrieval.config import FusionSettings
-from services.retrieval.copy_overlap import copy_overlaps
+from services.retrieval.copy_overlap import copy_texts
 from services.retrieval.embedder import Embedder
 from services.retrieval.fusion import Bounds, Fused, fuse, weights_problem
 from services.retrieval.graph.config import MAX_GRAPH_DEPTH
@@ -301,14 +301,15 @@ class HybridRetriever:
         copies = check_reads(self.index).copy_cosines(head, principal, COPY_LIMIT, expand=params.copy_expand)
         read = functools.partial(self.index.chunks, principal=principal)
         leads = copy_leads(copies, params.links.copy_leads, read)
-        overlaps = copy_overlaps(copies, params.copy_overlap, chunks, read)
+        texts = copy_texts(copies, params.copy_overlap, chunks, read)
         return {
             cid: {
                 "copy_cosines": c.cosines,
                 "copy_neighbors": c.neighbors if params.copy_expand > 0 else None,
                 "copy_leads": leads.get(cid),
                 "copy_arrivals": c.arrivals or None,
-                "copy_overlaps": overlaps.get(cid),
+                "copy_overlaps": texts.overlaps.get(cid),
+                "copy_edits": texts.edits.get(cid) if params.copy_overlap > 0 else None,
             }
             for cid, c in copies.items()
         }

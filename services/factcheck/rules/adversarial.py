@@ -14,7 +14,9 @@ from collections import Counter
 
 from services.common.subjects import subject_context
 from services.common.verdicts import Verdict
+from services.common.words import content_word, words
 from services.factcheck.detectors import Signal
+from services.factcheck.detectors.altered_copy import altered_copy as altered_copy_signal
 from services.factcheck.detectors.planted_claim import planted_claim as planted_claim_signal
 from services.factcheck.detectors.planted_copies import planted_copies as planted_copies_signal
 from services.factcheck.rules.check import Check, Ruling, term_set, word_count
@@ -226,6 +228,24 @@ def framing(c: Check, k: int) -> Ruling | None:
     if c.settings.framing and ev.signals.get("framing", 0.0) > 0:
         why = f"frames its claim as contrary to fact — {ev.notes.get('framing', '')}"
         return Ruling(Verdict.COUNTERFACTUAL, ev.signals["framing"], why)
+    return None
+
+
+def altered_copy(c: Check, k: int) -> Ruling | None:
+    """An older document says the same word for word but for one claim, which this passage replaced
+    (``detectors/altered_copy.py``): a genuine passage with its answer swapped, planted beside the
+    original. COUNTERFACTUAL: the copy is not an independent source for the claim it changed, and the
+    document it copied, written first, says otherwise. A new version of the same document replaces the
+    old one in the index and is never compared with it; a copy pasted whole replaces nothing.
+    docs/factcheck.md, rule 1 ("altered copies")."""
+    if not c.settings.altered_copies:
+        return None
+    asked = [w for w in words(c.query) if content_word(w)]
+    signal = altered_copy_signal(c.items[k].copy_edits, asked)
+    if signal.score > 0:
+        return Ruling(
+            Verdict.COUNTERFACTUAL, signal.score, f"altered copy — {signal.evidence}{c.trust_note(k)}"
+        )
     return None
 
 

@@ -664,6 +664,7 @@ class CopyCosines(_message.Message):
     ARRIVALS_FIELD_NUMBER: _builtins.int
     OTHERS_FIELD_NUMBER: _builtins.int
     OVERLAPS_FIELD_NUMBER: _builtins.int
+    EDITS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
         """Cosines, highest first."""
@@ -695,6 +696,12 @@ class CopyCosines(_message.Message):
         subject few.
         """
 
+    @_builtins.property
+    def edits(self) -> _containers.RepeatedCompositeFieldContainer[Global___CopyEdit]:
+        """When asked for (`SearchRequest.copy_overlap`): the older of those copies that share most of this
+        chunk's words, and the spans of each this chunk replaced (an altered copy, docs/factcheck.md).
+        """
+
     def __init__(
         self,
         *,
@@ -703,11 +710,54 @@ class CopyCosines(_message.Message):
         arrivals: _abc.Iterable[_builtins.int] | None = ...,
         others: _abc.Iterable[_builtins.int] | None = ...,
         overlaps: _abc.Iterable[_builtins.float] | None = ...,
+        edits: _abc.Iterable[Global___CopyEdit] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "neighbors", b"neighbors", "others", b"others", "overlaps", b"overlaps", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arrivals", b"arrivals", "edits", b"edits", "neighbors", b"neighbors", "others", b"others", "overlaps", b"overlaps", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CopyCosines: _TypeAlias = CopyCosines  # noqa: Y015
+
+@_typing.final
+class CopyEdit(_message.Message):
+    """How a chunk differs from an older near-copy (`rampart.common.v1.CopyEdit` in services/common/types.py)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOC_ID_FIELD_NUMBER: _builtins.int
+    OLD_FIELD_NUMBER: _builtins.int
+    NEW_FIELD_NUMBER: _builtins.int
+    HEADING_FIELD_NUMBER: _builtins.int
+    ONE_SIDED_FIELD_NUMBER: _builtins.int
+    doc_id: _builtins.str
+    """The older copy's document."""
+    heading: _builtins.bool
+    """A replaced word is in the title or section path of either chunk: another subject."""
+    @_builtins.property
+    def old(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Parallel lists: the older copy's words and this chunk's, per replaced span, in text order."""
+
+    @_builtins.property
+    def new(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def one_sided(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Words (case folded, sorted) that one of the two chunks has and the other lacks entirely."""
+
+    def __init__(
+        self,
+        *,
+        doc_id: _builtins.str = ...,
+        old: _abc.Iterable[_builtins.str] | None = ...,
+        new: _abc.Iterable[_builtins.str] | None = ...,
+        heading: _builtins.bool = ...,
+        one_sided: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["doc_id", b"doc_id", "heading", b"heading", "new", b"new", "old", b"old", "one_sided", b"one_sided"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyEdit: _TypeAlias = CopyEdit  # noqa: Y015
