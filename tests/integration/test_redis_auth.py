@@ -10,8 +10,7 @@ import pytest
 import redis
 
 from services.common.dev_certs import make_dev_certs
-from services.common.redis_server import RedisAuth, RedisTls
-from services.factcheck.celery_app import redact_url
+from services.common.redis_server import RedisAuth, RedisTls, redact_url
 from services.factcheck.celery_checker import CeleryFactChecker
 from services.retrieval.embedder import Embedder
 from tests.contracts.fact_checker import DEADLINE_S, QUERY, RELEVANT
