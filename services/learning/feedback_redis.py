@@ -71,9 +71,9 @@ class RedisFeedbackStore:
     def append(self, events: Sequence[FeedbackEvent]) -> None:
         """One stream entry per call and tenant, holding all its labels: a single command is atomic,
         and survives a restart. Not MULTI/EXEC (nor a Lua script, which Redis 7 logs as one): Redis
-        before 7.2.12/8.4 re-checks ACLs when it replays a transaction from the append-only file, as
-        the ``default`` user, which is off here, so every transaction was dropped at restart
-        (redis/redis#14541; found by this module's restart test on Debian's 7.0.15)."""
+        without the fix of redis/redis#14545 re-checks ACLs when it replays a transaction from the
+        append-only file, as the ``default`` user, which is off here, so every transaction was dropped
+        at restart (redis/redis#14541; found by the restart test on Debian's 7.0.15)."""
         by_tenant: dict[str, list[FeedbackEvent]] = {}
         for e in events:
             by_tenant.setdefault(e.tenant, []).append(e)
