@@ -74,10 +74,11 @@ def chunk(body: dict[str, object], n: int = 0) -> str:
 
 @contextlib.contextmanager
 def gateway(
-    settings: RampartSettings, embedder: Embedder, reranker: Reranker, keys: ApiKeyStore
+    settings: RampartSettings, embedder: Embedder, reranker: Reranker, keys: ApiKeyStore, **gw: object
 ) -> Iterator[Gateway]:
-    """One gateway (a replica, when several share a Redis) over its own runtime on ``settings``."""
-    unlimited = settings.gateway.model_copy(update={"rate_limit_per_minute": 0})
+    """One gateway (a replica, when several share a Redis) over its own runtime on ``settings``;
+    rate limits off unless ``gw`` sets them."""
+    unlimited = settings.gateway.model_copy(update={"rate_limit_per_minute": 0, **gw})
     changed = settings.model_copy(update={"gateway": unlimited})
     with (
         Runtime.open(changed, embedder=embedder, reranker=reranker) as rt,
@@ -307,3 +308,28 @@ def test_redis_backend_is_shared_by_replicas_and_durable(
         store.close()
     finally:
         redis.stop()
+
+
+def test_feedback_is_rate_limited_and_audited_without_its_comments(
+    settings: RampartSettings, embedder: Embedder, reranker: Reranker, tmp_path: Path
+) -> None:
+    """Feedback draws 1 unit (``gateway.costs.feedback``) from the caller's budget, as a search does,
+    and each call is an audit event naming the labelled request and chunks, never the comment."""
+    log = tmp_path / "audit.jsonl"
+    audit = settings.gateway.audit.model_copy(update={"path": log})
+    with gateway(settings, embedder, reranker, ApiKeyStore(tmp_path / "k.json"), audit=audit) as gw:
+        ingest(gw)
+    limits = {"rate_limit_per_minute": 3, "audit": audit}
+    with gateway(settings, embedder, reranker, ApiKeyStore(tmp_path / "k.json"), **limits) as gw:
+        shown = gw.search("alice")  # 1 unit
+        item = {"chunk_id": chunk(shown), "label": "relevant", "comment": "a secret remark"}
+        assert gw.feedback("alice", shown["request_id"], item)[0] == 200  # 2
+        assert gw.feedback("alice", "never-issued-id", item)[0] == 404  # 3
+        status, body = gw.feedback("alice", shown["request_id"], item)
+        assert status == 429 and body["code"] == "rate_limited", body
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    fed = [e for e in events if e["action"] == "feedback"]
+    assert [e["outcome"] for e in fed] == ["ok", "not_found"]
+    assert fed[0]["detail"] == f"on request_id {shown['request_id']}: relevant=1"
+    assert fed[0]["chunk_ids"] == [chunk(shown)] and fed[0]["user"] == "alice"
+    assert "a secret remark" not in log.read_text()
