@@ -19,6 +19,7 @@ feedback call (503), as it fails the rate limits.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -59,9 +60,13 @@ class RedisFeedbackStore:
         )
 
     def remember(self, impression: Impression) -> None:
+        """Kept ``retention_s`` from the impression's creation, as the SQLite store keeps it."""
+        keep_ms = round((impression.created + self.retention_s - time.time()) * 1000)
+        if keep_ms <= 0:
+            return  # already past its retention: nothing to keep
         key = impression_key(impression.tenant, impression.user, impression.request_id)
         with self._errors():
-            self._client.set(key, impression.to_json(), ex=max(1, round(self.retention_s)))
+            self._client.set(key, impression.to_json(), px=keep_ms)
 
     def impression(self, tenant: str, user: str, request_id: str) -> Impression | None:
         with self._errors():

@@ -58,7 +58,7 @@ class SqliteFeedbackStore:
                     db.execute("PRAGMA synchronous=FULL")
                     db.execute("PRAGMA busy_timeout=5000")
                     db.executescript(SCHEMA)
-                except sqlite3.Error as exc:
+                except (sqlite3.Error, OSError) as exc:
                     raise RampartError(
                         ErrorCode.UNAVAILABLE,
                         f"the feedback store {self.path} cannot be opened ({exc}); check the folder is "
