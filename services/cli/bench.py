@@ -185,8 +185,8 @@ def bench_factcheck(
     Starts redis-server (unless --redis-url) and a `rampart worker` on a private queue, and stops
     both when done, on error or on Ctrl-C.
     """
+    from services.common.redis_server import redact_url
     from services.evaluation.factcheck_bench import run_factcheck_bench, sigterm_as_interrupt
-    from services.factcheck.celery_app import redact_url
     from services.retrieval.embedder import build_embedder
 
     settings = load_settings()

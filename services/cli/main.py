@@ -19,6 +19,7 @@ from services.cli.ask import ask
 from services.cli.bench import bench_app
 from services.cli.certs import certs_app
 from services.cli.evaluation import PROFILE_OPTION, eval_app
+from services.cli.feedback import feedback_app
 from services.cli.index import index_app
 from services.cli.opensearch import opensearch_app
 from services.cli.serve_ray import serve_ray
@@ -68,6 +69,7 @@ app.add_typer(stack_app, name="stack")
 app.add_typer(certs_app, name="certs")
 app.add_typer(opensearch_app, name="opensearch")
 app.add_typer(index_app, name="index")
+app.add_typer(feedback_app, name="feedback")
 
 
 # ---- models ---------------------------------------------------------------------------------------

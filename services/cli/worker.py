@@ -58,7 +58,8 @@ def worker(
     Point it at the gateway's Redis and models with the same RAMPART_* settings (broker, result
     backend, RAMPART_MODELS_DIR); start as many as you need, on as many machines.
     """
-    from services.factcheck.celery_app import make_app, redact_url
+    from services.common.redis_server import redact_url
+    from services.factcheck.celery_app import make_app
     from services.factcheck.worker_metrics import serve_worker_metrics
 
     settings = load_settings()

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import redis
 
@@ -35,7 +35,7 @@ INSTALL_HINT = "apt-get install redis-server (`make system-deps` does it)"
 # buckets; Celery's queues, results and pub/sub channels have fixed names shared by the orchestrator
 # (the producer) and the workers, so those two keep every key and differ by credential, not by key.
 ROLE_RULES: dict[str, str] = {
-    "gateway": "~rampart:ratelimit:* resetchannels +@all -@admin -@dangerous",
+    "gateway": "~rampart:ratelimit:* ~rampart:feedback:* resetchannels +@all -@admin -@dangerous",
     "orchestrator": "~* &* +@all -@admin -flushall -flushdb",
     "worker": "~* &* +@all -@admin -flushall -flushdb",
 }
@@ -98,7 +98,7 @@ def redis_url(
     tls: RedisTls | None = None,
 ) -> str:
     """The URL of ``db`` as ``role`` (credentials in it: pass it in settings or the environment, never
-    log it: :func:`services.factcheck.celery_app.redact_url`); ``rediss://`` checking the CA with TLS."""
+    log it: :func:`redact_url`); ``rediss://`` checking the CA with TLS."""
     userinfo = ""
     if auth is not None and role is not None:
         userinfo = f"{quote(role, safe='')}:{quote(auth.passwords[role], safe='')}@"
@@ -108,15 +108,41 @@ def redis_url(
     return f"rediss://{userinfo}{host}:{port}/{db}?{query}"
 
 
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``: broker URLs carry credentials, logs must not."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
 def redis_command(
-    binary: Path, port: int, *, aclfile: Path | None = None, tls: RedisTls | None = None
+    binary: Path,
+    port: int,
+    *,
+    aclfile: Path | None = None,
+    tls: RedisTls | None = None,
+    persist: Path | None = None,
 ) -> list[str]:
-    """``redis-server`` on 127.0.0.1:``port`` with persistence off (a broker, result store and cache
-    whose contents may be lost: tasks expire, evidence is recomputed); ``aclfile``: its users
-    (:meth:`RedisAuth.write_acl`); ``tls``: TLS only on that port."""
+    """``redis-server`` on 127.0.0.1:``port``; ``aclfile``: its users (:meth:`RedisAuth.write_acl`);
+    ``tls``: TLS only on that port. Persistence is off (a broker, result store and cache whose contents
+    may be lost: tasks expire, evidence is recomputed) unless ``persist`` names a folder: then an
+    append-only file there, fsync'd every second, because the feedback streams live in it too
+    (services/learning/feedback_redis.py) and a restart must not lose them."""
     listen = tls.server_args(port) if tls is not None else ["--port", str(port)]
     users = ["--aclfile", str(aclfile)] if aclfile is not None else []
-    return [str(binary), "--bind", "127.0.0.1", *listen, "--save", "", "--appendonly", "no", *users]
+    if persist is None:
+        durability = ["--appendonly", "no"]
+    else:
+        durability = ["--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(persist)]
+    return [str(binary), "--bind", "127.0.0.1", *listen, "--save", "", *durability, *users]
 
 
 def redis_server_binary() -> Path | None:
@@ -129,7 +155,7 @@ def redis_server_binary() -> Path | None:
 
 
 class RedisServer(OwnedProcess):
-    """``redis-server`` on 127.0.0.1 with persistence off; restartable on the same port (the tests
+    """``redis-server`` on 127.0.0.1, persistence off unless ``persist``; restartable on the same port (the tests
     restart it to check that clients reconnect)."""
 
     def __init__(
@@ -140,8 +166,10 @@ class RedisServer(OwnedProcess):
         *,
         auth: RedisAuth | None = None,
         tls: RedisTls | None = None,
+        persist: bool = False,
     ) -> None:
         self.work = work
+        self.persist = persist  # an append-only file in ``work``: what was written survives a restart
         self.port = port or free_port()
         self.binary = binary
         self.auth = auth
@@ -168,6 +196,8 @@ class RedisServer(OwnedProcess):
 
     def command(self, binary: Path) -> list[str]:
         acl = self.auth.write_acl(self.work / "users.acl") if self.auth is not None else None
+        if self.persist:
+            return redis_command(binary, self.port, aclfile=acl, tls=self.tls, persist=self.work)
         return [*redis_command(binary, self.port, aclfile=acl, tls=self.tls), "--dir", str(self.work)]
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:

@@ -23,6 +23,7 @@ from services.common.settings_env import environment_problem
 from services.factcheck.config import FactCheckSettings
 from services.gateway.config import GatewaySettings
 from services.ingest.config import ChunkingSettings, IngestServiceSettings, ParsingSettings
+from services.learning.config import FeedbackSettings
 from services.orchestrator.chain.config import ChainSettings
 from services.orchestrator.config import AnswerSettings
 from services.orchestrator.conversation.config import SessionSettings
@@ -66,6 +67,7 @@ class RampartSettings(BaseSettings):
     rerank: RerankSettings = RerankSettings()
     factcheck: FactCheckSettings = FactCheckSettings()
     gateway: GatewaySettings = GatewaySettings()
+    feedback: FeedbackSettings = FeedbackSettings()
     llm: LlmSettings = LlmSettings()
     routing: RoutingSettings = RoutingSettings()
     chain: ChainSettings = ChainSettings()

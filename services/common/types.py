@@ -38,6 +38,9 @@ NOT_BLANK_PATTERN = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u2
 ``str.isspace``, tests/unit/test_api_schema_rules.py checks every code point). Spelled out rather than
 ``\\S``, which Python, ECMA-262 and JSON Schema tools each read differently."""
 _NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9._\-]{8,64}$"
+"""A request id as the gateway gives one (``x-request-id``, each response's ``request_id``): the
+caller's own if it matches, else a fresh one."""
 SESSION_ID_PATTERN = r"^s_[A-Za-z0-9_\-]{16,64}$"
 """A conversation session id as the server mints it (``s_`` + URL-safe random)."""
 

@@ -40,10 +40,10 @@ from typing import Any
 import redis
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.redis_server import RedisServer, redis_server_binary
+from services.common.redis_server import RedisServer, redact_url, redis_server_binary
 from services.common.settings import RampartSettings
 from services.evaluation.metrics import nearest_rank
-from services.factcheck.celery_app import as_sent, cache_url, evidence_key, redact_url, redis_client
+from services.factcheck.celery_app import as_sent, cache_url, evidence_key, redis_client
 from services.factcheck.checker import FactChecker
 from services.factcheck.evidence import CheckInput
 from services.factcheck.worker_process import WorkerProcess

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
@@ -39,6 +39,7 @@ from services.common.errors import ErrorCode, RampartError, invalid
 from services.common.llm_client import llm_model_id
 from services.common.metrics import record_request
 from services.common.otel import trace_celery_worker
+from services.common.redis_server import redact_url
 from services.common.settings import RampartSettings
 from services.factcheck.config import CelerySettings, FactCheckSettings
 from services.factcheck.evidence import (
@@ -66,21 +67,6 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.Ti
 MAX_QUERY_CHARS = 100_000
 # A check has at most inputs.MAX_ITEMS passages; a larger batch is not from a Rampart caller.
 MAX_BATCH_ITEMS = 1_000
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``: broker URLs carry credentials, logs must not."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def cache_url(settings: CelerySettings) -> str:

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from services.common.config import LlmSettings
 from services.common.errors import ErrorCode, RampartError
+from services.common.redis_server import redact_url
 from services.factcheck.celery_app import (
     BATCH_TASK_NAME,
     TRANSIENT_ERRORS,
@@ -48,7 +49,6 @@ from services.factcheck.celery_app import (
     configure_app,
     evidence_key,
     evidence_model_id,
-    redact_url,
     redis_client,
 )
 from services.factcheck.checker import CheckOutcome

@@ -5,12 +5,13 @@ and ingest, in-process over a :class:`Runtime` or remote in the stack); nothing 
 environment or builds models. It wires the request middleware and the error handlers
 (``errors.py``) and includes one router per area: ``routes_health.py`` (``/healthz``, ``/readyz``,
 ``/metrics``), ``routes_documents.py`` (``/v1/documents``), ``routes_search.py`` (``/v1/search``,
-``/v1/answer``); callers are identified by ``access.py``.
+``/v1/answer``), ``routes_feedback.py`` (``/v1/feedback``); callers are identified by ``access.py``.
 
 The controls in front of every route are built here from ``settings.gateway``, each by its one
 factory: the streamed body limit (``body_limit.py``), the rate limiter (``rate_limit.build_limiter``:
 in-process, or Redis shared by replicas), OIDC bearer tokens (``oidc.py``, when an issuer is set) and
-the audit log (``audit.build_audit``).
+the audit log (``audit.build_audit``), and the feedback store (``build_feedback_store``: SQLite in the
+data folder, or Redis streams shared by replicas).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fastapi_offline import FastAPIOffline
 from services.common import metrics as rampart_metrics
 from services.common import telemetry
 from services.common.otel import current_trace_id, instrument_fastapi
+from services.common.types import REQUEST_ID_PATTERN
 from services.gateway.access import Access
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.audit import build_audit
@@ -37,11 +39,13 @@ from services.gateway.oidc import OidcVerifier
 from services.gateway.openapi import install_openapi
 from services.gateway.rate_limit import build_limiter
 from services.gateway.routes_documents import documents_router
+from services.gateway.routes_feedback import feedback_router
 from services.gateway.routes_health import health_router
 from services.gateway.routes_search import search_router
+from services.learning.feedback_store import build_feedback_store
 from services.orchestrator.runtime import Runtime
 
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._\-]{8,64}")
+_REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
 
 def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI:
@@ -50,12 +54,15 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
     gw = backends.settings.gateway
     limiter = build_limiter(gw)
     audit = build_audit(gw.audit)
+    feedback = build_feedback_store(backends.settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         limiter.check()  # a configured Redis that does not answer fails the start, naming it
+        feedback.check()  # the same for the feedback store (and the SQLite file is opened)
         yield
         await backends.aclose()
+        feedback.close()
         closer = getattr(audit, "close", None)
         if closer is not None:
             closer()
@@ -76,7 +83,8 @@ def create_app(runtime: Runtime | GatewayBackends, keys: ApiKeyStore) -> FastAPI
     access = Access(keys, gw, limiter, oidc, audit)
     app.include_router(health_router(backends, access))
     app.include_router(documents_router(backends, access, audit))
-    app.include_router(search_router(backends, access, audit))
+    app.include_router(search_router(backends, access, audit, feedback))
+    app.include_router(feedback_router(feedback, access, audit))
     install_openapi(app, gw)  # the settings' limits in /openapi.json
     instrument_fastapi(app)  # server span per request; /healthz, /readyz, /metrics excluded
     return app

@@ -16,8 +16,11 @@ from services.common.types import DEFAULT_TOP_K
 # What one request of each kind takes from its key's and tenant's budget. An answer runs the adaptive
 # pipeline (routing, possibly a chain of 3-6 retrievals, grading, fact-check, answer): measured at
 # 3-5 times a search's work, so it costs 4; reading a document's status is a lookup.
-Action = Literal["search", "answer", "ingest", "status", "delete"]
-DEFAULT_COSTS: dict[Action, int] = {"search": 1, "answer": 4, "ingest": 2, "status": 1, "delete": 1}
+# Feedback is a lookup and an append.
+Action = Literal["search", "answer", "ingest", "status", "delete", "feedback"]
+DEFAULT_COSTS: dict[Action, int] = {
+    "search": 1, "answer": 4, "ingest": 2, "status": 1, "delete": 1, "feedback": 1,
+}  # fmt: skip
 
 
 class OidcSettings(BaseModel):

@@ -1,6 +1,7 @@
 """``/v1/search`` and ``/v1/answer``: authenticated, then forwarded to the orchestrator (in-process
 or the stack's Serve ingress) with the principal; the outcome's stages and verdicts are counted, and
-the returned and withheld documents go to the audit log."""
+the returned and withheld documents go to the audit log, and what the caller was shown to the
+feedback store (the impression ``POST /v1/feedback`` is checked against)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,14 @@ from services.gateway.access import Access, Caller, require
 from services.gateway.audit import AuditEvent, AuditSink, query_fields
 from services.gateway.backends import GatewayBackends
 from services.gateway.errors import ERROR_RESPONSES
+from services.gateway.routes_feedback import remember_shown
+from services.learning.feedback_store import FeedbackStore
 from services.orchestrator.serving.messages import PipelineAnswerRequest, PipelineSearchRequest
 
 
-def search_router(backends: GatewayBackends, access: Access, audit: AuditSink) -> APIRouter:
+def search_router(
+    backends: GatewayBackends, access: Access, audit: AuditSink, feedback: FeedbackStore
+) -> APIRouter:
     router = APIRouter(tags=["search"], responses=ERROR_RESPONSES)
 
     def record(
@@ -63,6 +68,7 @@ def search_router(backends: GatewayBackends, access: Access, audit: AuditSink) -
         response = (await backends.orchestrator.search(call)).unwrap()
         count(response.degraded, response.results, response.filtered)
         record("search", c, body.query, response)
+        await remember_shown(feedback, backends.settings.feedback, c, "search", body.query, response)
         return response
 
     @router.post("/v1/answer", response_model=AnswerResponse)
@@ -80,6 +86,7 @@ def search_router(backends: GatewayBackends, access: Access, audit: AuditSink) -
         response = (await backends.orchestrator.answer(call)).unwrap_answer()
         count(response.degraded, response.results, response.filtered)
         record("answer", c, body.query, response, response.answer)
+        await remember_shown(feedback, backends.settings.feedback, c, "answer", body.query, response)
         return response
 
     return router

@@ -170,6 +170,7 @@ def ray_token_path(settings: RampartSettings) -> Path:
 
 
 REDIS_DBS = {"broker": 0, "results": 1, "sessions": 2}
+FEEDBACK_DB = 3  # the gateway's: feedback streams and impressions (the chart's rate-limit database too)
 
 
 def redis_ref(role: str, db: str) -> str:
@@ -180,11 +181,14 @@ def redis_ref(role: str, db: str) -> str:
 def _redis_urls(settings: RampartSettings, stack_secrets: StackSecrets) -> dict[str, str]:
     auth, tls, port = stack_secrets.redis, redis_tls(settings), settings.stack.redis_port
     roles = ("orchestrator", "worker")
-    return {
+    urls = {
         redis_ref(role, db): redis_url(port, n, role=role if auth else None, auth=auth, tls=tls)
         for role in roles
         for db, n in REDIS_DBS.items()
     }
+    gateway = "gateway" if auth else None
+    urls[redis_ref("gateway", "feedback")] = redis_url(port, FEEDBACK_DB, role=gateway, auth=auth, tls=tls)
+    return urls
 
 
 def stack_env(settings: RampartSettings, stack_secrets: StackSecrets | str) -> dict[str, str]:
@@ -339,7 +343,13 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
             stop_as_group=False,  # a group SIGTERM kills Ray's controller before Serve can shut down
         ),
         Program(
-            "gateway", [*rampart, "serve"], priority=60, env={**_otel("gateway"), **_tls(settings, "gateway")}
+            "gateway",
+            [*rampart, "serve"],
+            priority=60,
+            # feedback in Redis streams (durable: the stack's Redis keeps an append-only file), as the
+            # gateway's ACL user, so gateway replicas share impressions and feedback
+            env={**_otel("gateway"), **_tls(settings, "gateway"), "RAMPART_FEEDBACK__BACKEND": "redis"},
+            env_refs={"RAMPART_FEEDBACK__REDIS_URL": redis_ref("gateway", "feedback")},
         ),
     ]
     return out
@@ -352,7 +362,10 @@ def _redis(settings: RampartSettings) -> Program:
         raise RampartError(ErrorCode.FAILED_PRECONDITION, f"redis-server is not installed; {INSTALL_HINT}")
     s = settings.stack
     acl = redis_acl_path(settings) if s.redis_auth else None
-    command = redis_command(redis, s.redis_port, aclfile=acl, tls=redis_tls(settings))
+    # an append-only file in the stack's folder: the feedback streams must survive a restart
+    command = redis_command(
+        redis, s.redis_port, aclfile=acl, tls=redis_tls(settings), persist=settings.stack_dir().resolve()
+    )
     return Program("redis", command, priority=10, stop_wait_s=10)
 
 

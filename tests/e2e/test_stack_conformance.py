@@ -50,3 +50,28 @@ def test_stack_operation_conforms_to_the_openapi_document(
         case.call_and_validate(base_url=stack.gateway, headers=headers, checks=CHECKS, timeout=120)
 
     run_operation(stack_schema, method, path, check, EXAMPLES)
+
+
+def test_feedback_through_the_stacks_redis(stack: Stack) -> None:
+    """The stack's gateway keeps impressions and feedback in the stack's Redis as its own ACL user
+    (docs/learning.md): a search's result takes a label (a 503 would mean Redis refused the user's
+    keys), and another principal of the tenant naming that request id gets the 404 of an unknown one."""
+    stack.wait_ready()
+    store = ApiKeyStore.from_settings(stack.settings)
+    fay = {
+        "Authorization": f"Bearer {store.create(Principal(tenant='labels', user='fay', scopes=['search', 'ingest']))[0]}"
+    }
+    gus = {"Authorization": f"Bearer {store.create(Principal(tenant='labels', user='gus'))[0]}"}
+    doc = {"id": "due", "acl": {"groups": ["*"]}, "text": "Expense reports are due on the fifth working day."}
+    with stack.client(timeout=120) as c:
+        assert c.post("/v1/documents", json={"documents": [doc]}, headers=fay).status_code == 200
+        shown = c.post("/v1/search", json={"query": "When are expense reports due?", "top_k": 3}, headers=fay)
+        assert shown.status_code == 200 and shown.json()["results"], shown.text
+        body = {
+            "request_id": shown.json()["request_id"],
+            "feedback": [{"chunk_id": shown.json()["results"][0]["chunk_id"], "label": "relevant"}],
+        }
+        r = c.post("/v1/feedback", json=body, headers=fay)
+        assert r.status_code == 200 and r.json()["accepted"] == 1, r.text
+        r = c.post("/v1/feedback", json=body, headers=gus)
+        assert r.status_code == 404 and r.json()["code"] == "not_found", r.text

@@ -39,6 +39,7 @@ OPERATIONS = [
     ("DELETE", "/v1/documents/{doc_id}"),
     ("POST", "/v1/search"),
     ("POST", "/v1/answer"),
+    ("POST", "/v1/feedback"),
 ]
 # an admin key: /v1/readiness answers it, and the write ACL lets it manage every document it names
 OPS = Principal(tenant="acme", user="ops", groups=["eng"], scopes=["search", "ingest", "admin"])

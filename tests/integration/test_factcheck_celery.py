@@ -18,8 +18,9 @@ import pytest
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
+from services.common.redis_server import redact_url
 from services.common.verdicts import Verdict
-from services.factcheck.celery_app import TASK_NAME, bounded, evidence_key, redact_url
+from services.factcheck.celery_app import TASK_NAME, bounded, evidence_key
 from services.factcheck.celery_checker import CeleryFactChecker
 from services.factcheck.checker import CheckOutcome, FactChecker
 from services.factcheck.evidence import CheckInput

@@ -10,8 +10,7 @@ import pytest
 import redis
 
 from services.common.dev_certs import make_dev_certs
-from services.common.redis_server import RedisAuth, RedisTls
-from services.factcheck.celery_app import redact_url
+from services.common.redis_server import RedisAuth, RedisTls, redact_url
 from services.factcheck.celery_checker import CeleryFactChecker
 from services.retrieval.embedder import Embedder
 from tests.contracts.fact_checker import DEADLINE_S, QUERY, RELEVANT
@@ -39,6 +38,8 @@ def test_each_role_reaches_only_what_it_needs(tmp_path: Path) -> None:
                 admin()
         gateway = server.client(role="gateway")
         gateway.set("rampart:ratelimit:key:abc", "1")
+        gateway.xadd("rampart:feedback:events:acme", {"e": "[]"})  # feedback streams and impressions
+        gateway.set("rampart:feedback:imp:acme:alice:r1234567", "{}", ex=60)
         with pytest.raises(redis.exceptions.NoPermissionError):
             gateway.get("celery-task-meta-x")  # a session, a task, evidence: not the gateway's
         acl = (tmp_path / "redis" / "users.acl").read_text()

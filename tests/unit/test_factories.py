@@ -145,3 +145,24 @@ def test_a_variant_without_reranking_takes_no_reranker(tmp_path: Path) -> None:
         Runtime.open(
             embedded(tmp_path), embedder=FixedEmbedder(), reranker=object(), variant=Variant(rerank=False)
         )  # type: ignore[arg-type]
+
+
+def test_the_feedback_store_is_sqlite_in_the_data_folder_or_redis_when_set(tmp_path: Path) -> None:
+    """``build_feedback_store`` is the one place its backend is chosen; neither backend opens a file or
+    a connection until used, and the redis backend without a URL is refused naming the variable."""
+    from pydantic import ValidationError
+
+    from services.learning.feedback_redis import RedisFeedbackStore
+    from services.learning.feedback_sqlite import SqliteFeedbackStore
+    from services.learning.feedback_store import build_feedback_store
+
+    local = build_feedback_store(RampartSettings(data_dir=tmp_path / "data"))
+    assert isinstance(local, SqliteFeedbackStore) and local.path == tmp_path / "data" / "feedback.sqlite3"
+    assert not local.path.exists()
+    shared = RampartSettings(
+        data_dir=tmp_path,
+        feedback={"backend": "redis", "redis_url": "redis://127.0.0.1:1/3"},  # type: ignore[arg-type]
+    )
+    assert isinstance(build_feedback_store(shared), RedisFeedbackStore)
+    with pytest.raises(ValidationError, match="RAMPART_FEEDBACK__REDIS_URL"):
+        RampartSettings(feedback={"backend": "redis"})  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import REPO
 
 SERVICES = REPO / "services"
-STAGES = ("retrieval", "rerank", "factcheck", "ingest")
+STAGES = ("retrieval", "rerank", "factcheck", "ingest", "learning")
 ABOVE_STAGES = ("orchestrator", "gateway", "cli", "evaluation", "stack")
 # package -> packages it must not import
 FORBIDDEN: dict[str, tuple[str, ...]] = {

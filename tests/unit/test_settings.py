@@ -41,6 +41,7 @@ STAGE_CONFIGS = [
     "services.rerank.config",
     "services.factcheck.config",
     "services.gateway.config",
+    "services.learning.config",
     "services.stack.config",
     "services.orchestrator.config",
     "services.orchestrator.routing.config",

@@ -173,3 +173,18 @@ def test_redis_tls_serves_tls_only_and_clients_check_the_ca(tmp_path: Path) -> N
     assert redis[redis.index("--port") + 1] == "0" and "--tls-port" in redis
     url = stack_env(s, StackSecrets.fresh(s, "tok"))["RAMPART_STACK_REDIS_URL_WORKER_BROKER"]
     assert url.startswith("rediss://worker:") and "ssl_cert_reqs=required" in url and "ca.pem" in url
+
+
+def test_the_gateway_keeps_feedback_in_the_stacks_durable_redis(tmp_path: Path) -> None:
+    """Feedback in Redis streams as the gateway's ACL user (by reference: the URL holds its password),
+    and a Redis that keeps an append-only file, so a restart of the stack loses no feedback."""
+    s = settings(tmp_path, stack={"redis_auth": True})
+    got = {p.name: p for p in programs(s)}
+    gateway = got["gateway"]
+    assert gateway.env["RAMPART_FEEDBACK__BACKEND"] == "redis"
+    ref = gateway.env_refs["RAMPART_FEEDBACK__REDIS_URL"]
+    env = stack_env(s, StackSecrets.fresh(s, "tok"))
+    assert env[ref].startswith("redis://gateway:") and env[ref].endswith("/3")
+    redis = got["redis"].argv
+    assert redis[redis.index("--appendonly") + 1] == "yes"
+    assert redis[redis.index("--dir") + 1] == str(s.stack_dir().resolve())

@@ -13,9 +13,7 @@ from pydantic import BaseModel, Field
 
 from services.api.schemas import AnswerRequest, AnswerResponse, ErrorBody, SearchRequest, SearchResponse
 from services.common.errors import ErrorCode, RampartError
-from services.common.types import Principal, Strict
-
-REQUEST_ID_PATTERN = r"^[A-Za-z0-9._\-]{8,64}$"
+from services.common.types import REQUEST_ID_PATTERN, Principal, Strict
 
 
 class PipelineSearchRequest(Strict):

@@ -9,7 +9,7 @@
 locals {
   # services/common/redis_server.ROLE_RULES, verbatim (tests/integration/test_deploy_terraform.py)
   role_rules = {
-    gateway      = "~rampart:ratelimit:* resetchannels +@all -@admin -@dangerous"
+    gateway      = "~rampart:ratelimit:* ~rampart:feedback:* resetchannels +@all -@admin -@dangerous"
     orchestrator = "~* &* +@all -@admin -flushall -flushdb"
     worker       = "~* &* +@all -@admin -flushall -flushdb"
   }
