@@ -380,6 +380,50 @@ def tls_problems(r: Rendered) -> list[str]:
     return problems
 
 
+def cert_identity(r: Rendered, comp: str) -> str | None:
+    """The CN of ``comp``'s generated certificate (what a server's allowed_callers must name)."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    secret = next((s for s in r.of_kind("Secret") if s["metadata"]["name"] == f"rampart-{comp}-tls"), None)
+    if secret is None:
+        return None
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    return str(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+def caller_problems(r: Rendered) -> list[str]:
+    """With mTLS on, each gRPC server admits exactly the components that dial it (grpc_pairs), named as
+    their certificates' CN, and the services' own defaults (bare component names) are that same graph."""
+    pairs = grpc_pairs(r)
+    defaults = RampartSettings.model_fields
+    problems = []
+    for server, _ in grpc_servers(r).items():
+        obj = next(o for o in workloads(r) if component(o) == server)
+        env = env_of(pod_specs(obj)[0]["containers"][0])
+        tls = env.get("RAMPART_REMOTE__TLS__ENABLED", {}).get("value") == "true"
+        var = f"RAMPART_{server.upper()}_SERVICE__ALLOWED_CALLERS"
+        callers = sorted(client for client, srv in pairs if srv == server)
+        default = defaults[f"{server}_service"].default.allowed_callers
+        if sorted(default) != callers:
+            problems.append(f"{server}_service.allowed_callers defaults to {default}, but {callers} dial it")
+        if not tls:
+            continue
+        if var not in env:
+            problems.append(f"{name(obj)}: mTLS on but no {var}")
+            continue
+        got = sorted(json.loads(env[var]["value"]))
+        if got != sorted(f"rampart-{c}" for c in callers):
+            problems.append(f"{name(obj)}: {var}={got}, expected the CNs of {callers}")
+        for comp in {c for pair in pairs for c in pair}:
+            cn = cert_identity(r, comp)
+            if cn is not None and (cn in got) != (comp in callers):
+                problems.append(
+                    f"{server} {'admits' if cn in got else 'refuses'} {comp}'s certificate (CN {cn})"
+                )
+    return problems
+
+
 def health_probe_problems(r: Rendered) -> list[str]:
     """gRPC servers: with mTLS on, the kubelet (no TLS, no token) probes the plaintext health port the
     server binds (a container port); with it off, the main port, and no health port is opened."""
@@ -599,6 +643,7 @@ CHECKS: dict[str, Callable[[Rendered], list[str]]] = {
     "env names": env_name_problems,
     "wiring": wiring_problems,
     "mTLS": tls_problems,
+    "grpc callers": caller_problems,
     "health probes": health_probe_problems,
     "redis clients": redis_client_problems,
     "redis acl": redis_acl_problems,
@@ -828,6 +873,62 @@ def test_the_rendered_certificates_make_an_mtls_handshake(tmp_path: Path) -> Non
         server.stop(0)
 
 
+def test_the_rendered_allow_lists_admit_the_rendered_certificates() -> None:
+    """Retrieval's rendered allowed_callers on a real mTLS server with its rendered certificate: the
+    orchestrator's and ingest's certificates are admitted, the gateway's (same CA) gets PERMISSION_DENIED."""
+    import grpc
+
+    from services.common.config import RetrievalServiceSettings
+    from services.common.errors import ErrorCode, RampartError
+    from services.common.grpc_client import Caller, open_channel
+    from services.common.grpc_server import GrpcServer
+    from services.common.net import free_port
+    from services.common.service_auth import ServiceAuth, TlsMaterial
+    from tests.integration.grpc_servers import BackgroundLoop
+
+    r = rendered("small")
+    s = dp.rendered_secrets(r)
+
+    def auth(comp: str) -> ServiceAuth:
+        t = s[f"rampart-{comp}-tls"]
+        pem = TlsMaterial(
+            t["ca.crt"].encode(), t["tls.crt"].encode(), t["tls.key"].encode(), "rampart-retrieval"
+        )
+        return ServiceAuth(tls=pem)
+
+    async def ping(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b"pong"
+
+    allowed = json.loads(env_var(r, "retrieval", "RAMPART_RETRIEVAL_SERVICE__ALLOWED_CALLERS")["value"])
+    settings = RetrievalServiceSettings(port=free_port(), allowed_callers=allowed)
+    server = GrpcServer(settings, name="retrieval", auth=auth("retrieval"))
+    handler = grpc.method_handlers_generic_handler(
+        "rampart.test.v1.Toy", {"Ping": grpc.unary_unary_rpc_method_handler(ping)}
+    )
+    server.add(lambda h, srv: srv.add_generic_rpc_handlers((h,)), handler, "rampart.test.v1.Toy")
+    loop = BackgroundLoop()
+    try:
+        address = f"127.0.0.1:{loop.run(server.start())}"
+
+        def call(comp: str) -> bytes:
+            channel = open_channel(address, auth=auth(comp))
+            try:
+                method = channel.unary_unary("/rampart.test.v1.Toy/Ping")
+                return bytes(Caller(channel, address, deadline_ms=5000).call(method, b"", idempotent=True))
+            finally:
+                channel.close()
+
+        assert call("orchestrator") == b"pong" and call("ingest") == b"pong"
+        with pytest.raises(RampartError) as err:
+            call("gateway")
+        assert (
+            err.value.code is ErrorCode.PERMISSION_DENIED and err.value.details["caller"] == "rampart-gateway"
+        )
+    finally:
+        loop.run(server.stop(0))
+        loop.close()
+
+
 def test_the_rendered_aclfile_loads_into_redis(tmp_path: Path) -> None:
     """Debian's redis-server 7 loads the chart's aclfile: the roles log in with their Secrets'
     passwords, the probe may only PING, the default user and the unused gateway user cannot log in."""
@@ -1032,6 +1133,24 @@ def test_tls_check_breaks() -> None:
 
     for change in (plaintext_client, borrowed_secret, writable, wrong_names, other_ca):
         assert tls_problems(broken("small", change)), change.__name__
+
+
+def test_caller_check_breaks() -> None:
+    var = "RAMPART_RETRIEVAL_SERVICE__ALLOWED_CALLERS"
+
+    def gateway_admitted(r: Rendered) -> None:  # retrieval also admits the gateway, which never calls it
+        env_var(r, "retrieval", var)["value"] = '["rampart-orchestrator","rampart-ingest","rampart-gateway"]'
+
+    def bare_names(r: Rendered) -> None:  # the settings' defaults, which no chart certificate carries
+        env_var(r, "retrieval", var)["value"] = '["orchestrator","ingest"]'
+
+    def unset(r: Rendered) -> None:
+        first_container(r, "ingest")["env"] = [
+            v for v in first_container(r, "ingest")["env"] if not v["name"].endswith("__ALLOWED_CALLERS")
+        ]
+
+    for change in (gateway_admitted, bare_names, unset):
+        assert caller_problems(broken("small", change)), change.__name__
 
 
 def test_health_probe_check_breaks() -> None:

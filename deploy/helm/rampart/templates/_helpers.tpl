@@ -285,6 +285,23 @@ volumes:
 - name: {{ .setting }}
   value: {{ .port | quote }}
 {{- end }}
+{{- with .comp.grpcCallers }}
+- name: {{ .setting }}
+  value: {{ include "rampart.callerIds" (dict "root" $.root "callers" .components) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* A gRPC server's allowed_callers: each caller's identity, the CN its certificate carries (the first
+     of rampart.tlsNames, <release>-<component>, as generated or issued by cert-manager), as JSON.
+     Args: dict root callers. */}}
+{{- define "rampart.callerIds" -}}
+{{- $root := .root -}}
+{{- $ids := list -}}
+{{- range .callers -}}
+{{- $ctx := dict "root" $root "name" . "comp" (index $root.Values.components . | default dict) -}}
+{{- $ids = append $ids (include "rampart.tlsNames" $ctx | fromJsonArray | first) -}}
+{{- end -}}
+{{- toJson $ids -}}
 {{- end -}}
 
 {{/* The pod template's annotations: a checksum of each generated file it mounts (its certificate, the
