@@ -62,35 +62,38 @@ class TlsMaterial:
         files = {"ca_file": tls.ca_file, "cert_file": tls.cert_file, "key_file": tls.key_file}
         got: dict[str, bytes] = {}
         for name, path in files.items():
-            got[name] = _read_pem(name, path)
+            got[name] = read_pem(name, path)
         return cls(got["ca_file"], got["cert_file"], got["key_file"], tls.server_name)
 
     def __repr__(self) -> str:  # never the key
         return f"TlsMaterial(server_name={self.server_name!r})"
 
 
-def _read_pem(name: str, path: Path | None) -> bytes:
-    variable = f"RAMPART_REMOTE__TLS__{name.upper()}"
+def read_pem(name: str, path: Path | None, group: str = "remote.tls") -> bytes:
+    """The PEM file of setting ``group.name``; a missing, unreadable or non-PEM file is an error naming
+    the variable (``RAMPART_REMOTE__TLS__CA_FILE``) and the fix, at start-up rather than as a handshake
+    failure on the first call."""
+    variable = "RAMPART_" + "__".join(part.upper() for part in (*group.split("."), name))
     if path is None:
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
-            f"remote.tls.{name} is unset; set {variable} (`rampart certs dev --out DIR` makes a local set)",
-            field=f"remote.tls.{name}",
+            f"{group}.{name} is unset; set {variable} (`rampart certs dev --out DIR` makes a local set)",
+            field=f"{group}.{name}",
         )
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
-            f"cannot read remote.tls.{name} {str(path)!r} ({exc.strerror}); fix {variable} or the mounted "
+            f"cannot read {group}.{name} {str(path)!r} ({exc.strerror}); fix {variable} or the mounted "
             "Secret",
-            field=f"remote.tls.{name}",
+            field=f"{group}.{name}",
         ) from None
     if b"-----BEGIN " not in data:
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
-            f"remote.tls.{name} {str(path)!r} holds no PEM block; point {variable} at a PEM file",
-            field=f"remote.tls.{name}",
+            f"{group}.{name} {str(path)!r} holds no PEM block; point {variable} at a PEM file",
+            field=f"{group}.{name}",
         )
     return data
 

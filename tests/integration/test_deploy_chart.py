@@ -424,6 +424,69 @@ def caller_problems(r: Rendered) -> list[str]:
     return problems
 
 
+TRITON_TLS_FLAGS = ("--grpc-use-ssl=true", "--grpc-use-ssl-mutual=true")
+TRITON_TLS_FILES = {
+    "--grpc-server-cert": "tls.crt",
+    "--grpc-server-key": "tls.key",
+    "--grpc-root-cert": "ca.crt",
+}
+
+
+def triton_tls_problems(r: Rendered) -> list[str]:
+    """With mTLS on, every Triton serves gRPC on mutual TLS from its own mounted certificate, valid for
+    the host the orchestrator dials and signed by the CA the orchestrator trusts, and the orchestrator's
+    rerank.triton.tls names its own mounted files; with it off, neither."""
+    from cryptography import x509
+
+    problems = []
+    orch = next(o for o in workloads(r) if component(o) == "orchestrator")
+    oenv = env_of(pod_specs(orch)[0]["containers"][0])
+    tls = oenv.get("RAMPART_REMOTE__TLS__ENABLED", {}).get("value") == "true"
+    client = {k: v.get("value") for k, v in oenv.items() if k.startswith("RAMPART_RERANK__TRITON__TLS__")}
+    mount = r.values["tls"]["mountPath"]
+    want_client = {
+        "RAMPART_RERANK__TRITON__TLS__ENABLED": "true",
+        "RAMPART_RERANK__TRITON__TLS__CA_FILE": f"{mount}/ca.crt",
+        "RAMPART_RERANK__TRITON__TLS__CERT_FILE": f"{mount}/tls.crt",
+        "RAMPART_RERANK__TRITON__TLS__KEY_FILE": f"{mount}/tls.key",
+    }
+    if client != (want_client if tls else {}):
+        problems.append(f"orchestrator's rerank.triton.tls {client} with mTLS {'on' if tls else 'off'}")
+    host = ADDRESS.match(oenv["RAMPART_RERANK__TRITON__URL"]["value"])
+    secrets = {x["metadata"]["name"]: x["data"] for x in r.of_kind("Secret")}
+    for obj in (o for o in workloads(r) if component(o).startswith("triton")):
+        spec = pod_specs(obj)[0]
+        args = spec["containers"][0].get("args", [])
+        flags = dict(a.split("=", 1) for a in args if a.startswith(("--grpc-use-ssl", *TRITON_TLS_FILES)))
+        if not tls:
+            if flags:
+                problems.append(f"{name(obj)}: TLS flags {flags} with mTLS off")
+            continue
+        if not all(f in args for f in TRITON_TLS_FLAGS):
+            problems.append(f"{name(obj)}: gRPC not on mutual TLS: {args}")
+        if {k: flags.get(k) for k in TRITON_TLS_FILES} != {
+            k: f"{mount}/{v}" for k, v in TRITON_TLS_FILES.items()
+        }:
+            problems.append(f"{name(obj)}: TLS files {flags} are not its mounted certificate's")
+        volume = next((v for v in spec.get("volumes", []) if v["name"] == "tls"), {})
+        if volume.get("secret", {}).get("secretName") != f"rampart-{component(obj)}-tls":
+            problems.append(f"{name(obj)}: mounts no certificate of its own ({volume})")
+        data = secrets.get(f"rampart-{component(obj)}-tls")
+        if data is not None and host is not None:
+            cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+            ca = x509.load_pem_x509_certificate(
+                base64.b64decode(secrets["rampart-orchestrator-tls"]["ca.crt"])
+            )
+            sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            if host.group(1) not in sans.get_values_for_type(x509.DNSName):
+                problems.append(f"{name(obj)}'s certificate is not valid for {host.group(1)!r}")
+            try:
+                cert.verify_directly_issued_by(ca)
+            except (ValueError, TypeError, InvalidSignature):
+                problems.append(f"{name(obj)}'s certificate is not signed by the CA the orchestrator trusts")
+    return problems
+
+
 def health_probe_problems(r: Rendered) -> list[str]:
     """gRPC servers: with mTLS on, the kubelet (no TLS, no token) probes the plaintext health port the
     server binds (a container port); with it off, the main port, and no health port is opened."""
@@ -644,6 +707,7 @@ CHECKS: dict[str, Callable[[Rendered], list[str]]] = {
     "wiring": wiring_problems,
     "mTLS": tls_problems,
     "grpc callers": caller_problems,
+    "triton tls": triton_tls_problems,
     "health probes": health_probe_problems,
     "redis clients": redis_client_problems,
     "redis acl": redis_acl_problems,
@@ -726,7 +790,8 @@ def test_no_secret_value_is_rendered_outside_secrets(profile: str) -> None:
     r = rendered(profile)
     made = {s["metadata"]["name"] for s in r.of_kind("Secret")}
     assert "rampart-api-keys" not in made
-    certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")}
+    tritons = ("triton", "triton-ondemand") if profile == "eks" else ("triton",)
+    certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", *tritons)}
     tokens = {"rampart-internal-token", "rampart-ray-token"}
     redis = {f"rampart-redis-{x}" for x in ("gateway", "orchestrator", "worker", "probe", "acl")}
     assert made == tokens | certificates | {"rampart-tls-ca"} | (set() if profile == "eks" else redis)
@@ -816,7 +881,7 @@ def test_cert_manager_issues_the_secrets_the_pods_mount() -> None:
     r = render("small", {"tls": {"source": "certManager", "certManager": {"issuerRef": issuer}}})
     certificates = {c["metadata"]["name"]: c["spec"] for c in r.of_kind("Certificate")}
     assert set(certificates) == {
-        f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")
+        f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", "triton")
     }
     for secret_name, spec in certificates.items():
         assert spec["secretName"] == secret_name and spec["issuerRef"] == issuer
@@ -826,6 +891,7 @@ def test_cert_manager_issues_the_secrets_the_pods_mount() -> None:
     assert "rampart-retrieval.rampart.svc.cluster.local" in certificates["rampart-retrieval-tls"]["dnsNames"]
     assert not [s for s in r.of_kind("Secret") if s["metadata"]["name"].endswith(("-tls", "-tls-ca"))]
     assert tls_problems(r) == []  # the mounts and env are the same as with generated certificates
+    assert triton_tls_problems(r) == []
     existing = render("small", {"tls": {"source": "existing"}})
     assert not existing.of_kind("Certificate") and tls_problems(existing) == []
     assert not [s for s in existing.of_kind("Secret") if s["metadata"]["name"].endswith("-tls")]
@@ -1151,6 +1217,27 @@ def test_caller_check_breaks() -> None:
 
     for change in (gateway_admitted, bare_names, unset):
         assert caller_problems(broken("small", change)), change.__name__
+
+
+def test_triton_tls_check_breaks() -> None:
+    def plaintext(r: Rendered) -> None:  # Triton without its TLS flags
+        c = first_container(r, "triton")
+        c["args"] = [a for a in c["args"] if not a.startswith("--grpc-use-ssl")]
+
+    def not_mutual(r: Rendered) -> None:  # TLS, but any client may call
+        c = first_container(r, "triton")
+        c["args"] = [a for a in c["args"] if a != "--grpc-use-ssl-mutual=true"]
+
+    def client_plaintext(r: Rendered) -> None:
+        env_var(r, "orchestrator", "RAMPART_RERANK__TRITON__TLS__ENABLED")["value"] = "false"
+
+    def wrong_names(r: Rendered) -> None:  # Triton serves the gateway's certificate
+        secrets = {x["metadata"]["name"]: x for x in r.of_kind("Secret")}
+        secrets["rampart-triton-tls"]["data"] = secrets["rampart-gateway-tls"]["data"]
+
+    for change in (plaintext, not_mutual, client_plaintext, wrong_names):
+        assert triton_tls_problems(broken("small", change)), change.__name__
+    assert triton_tls_problems(render("small", {"tls": {"enabled": False}})) == []
 
 
 def test_health_probe_check_breaks() -> None:

@@ -90,7 +90,7 @@ def test_secrets_take_the_shape_podman_reads() -> None:
     a = adapted()
     redis = {f"rampart-redis-{role}" for role in ("gateway", "orchestrator", "worker", "probe")}
     assert set(a.env_secrets) == {"rampart-internal-token", "rampart-ray-token"} | redis
-    tls = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")}
+    tls = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", "triton")}
     assert set(a.volume_secrets) == {"rampart-api-keys", "rampart-redis-acl"} | tls
     # the same values the chart generated, not new ones
     assert a.env_secrets["rampart-redis-worker"] == dp.rendered_secrets(small())["rampart-redis-worker"]

@@ -118,9 +118,16 @@ containers:
     command:
       {{- toYaml . | nindent 6 }}
     {{- end }}
-    {{- with $c.args }}
+    {{- if or $c.args (and $tls $c.tlsArgs) }}
     args:
+      {{- with $c.args }}
       {{- toYaml . | nindent 6 }}
+      {{- end }}
+      {{- if $tls }}
+      {{- range $c.tlsArgs }}
+      - {{ tpl . $root | quote }}
+      {{- end }}
+      {{- end }}
     {{- end }}
     ports:
       {{- range $c.ports }}
@@ -155,8 +162,14 @@ containers:
             key: {{ $s.key }}
             optional: false
       {{- end }}
-      {{- if $tls }}
+      {{- if and $tls $c.rampart }}
       {{- include "rampart.tlsEnv" . | nindent 6 }}
+      {{- end }}
+      {{- if $tls }}
+      {{- range $k, $v := $c.tlsEnv }}
+      - name: {{ $k }}
+        value: {{ tpl (toString $v) $root | quote }}
+      {{- end }}
       {{- end }}
       {{- if $c.rampart }}
       {{- range $k, $v := $root.Values.global.env }}
