@@ -487,6 +487,44 @@ def triton_tls_problems(r: Rendered) -> list[str]:
     return problems
 
 
+def redis_tls_problems(r: Rendered) -> list[str]:
+    """redis.tls.enabled: the in-cluster Redis serves TLS only (the stack's RedisTls.server_args, with
+    its own mounted certificate), its probe's redis-cli speaks TLS checking the CA, and every Redis URL
+    is rediss:// checking the CA file its component mounts; off: no TLS argument, no rediss:// to it."""
+    from services.common.redis_server import RedisTls
+
+    on = bool(r.values.get("redis", {}).get("tls", {}).get("enabled"))
+    redis = [o for o in workloads(r) if component(o) == "redis"]
+    if not redis:
+        return ["redis.tls.enabled without the in-cluster Redis"] if on else []
+    mount = Path(r.values["tls"]["mountPath"])
+    tls = RedisTls(mount / "tls.crt", mount / "tls.key", mount / "ca.crt")
+    c = pod_specs(redis[0])[0]["containers"][0]
+    args, problems = c.get("args", []), []
+    server = tls.server_args(6379)
+    if (args[-len(server) :] == server) != on:
+        problems.append(f"redis args {args} with redis.tls.enabled={on}")
+    probe_tls = env_of(c).get("REDISCLI_TLS_ARGS", {}).get("value")
+    if on and probe_tls != f"--tls --cacert {mount}/ca.crt":
+        problems.append(f"the probe's redis-cli does not check the CA: {probe_tls!r}")
+    for obj in workloads(r):
+        spec = pod_specs(obj)[0]
+        env = env_of(spec["containers"][0])
+        volume = next((v for v in spec.get("volumes", []) if v["name"] == "tls"), {})
+        own = volume.get("secret", {}).get("secretName") == f"rampart-{component(obj)}-tls"
+        if on and component(obj) == "redis" and not own:
+            problems.append("redis mounts no certificate of its own")
+        for var, value in ((k, str(v.get("value", ""))) for k, v in env.items()):
+            if "@rampart-redis:" not in value:
+                continue
+            want = f"ssl_cert_reqs=required&ssl_ca_certs={mount}/ca.crt"
+            if on and (not value.startswith("rediss://") or not value.endswith(want) or not own):
+                problems.append(f"{name(obj)}: {var}={value} does not check the mounted CA over TLS")
+            if not on and value.startswith("rediss://"):
+                problems.append(f"{name(obj)}: {var} is rediss:// with redis.tls off")
+    return problems
+
+
 def health_probe_problems(r: Rendered) -> list[str]:
     """gRPC servers: with mTLS on, the kubelet (no TLS, no token) probes the plaintext health port the
     server binds (a container port); with it off, the main port, and no health port is opened."""
@@ -711,6 +749,7 @@ CHECKS: dict[str, Callable[[Rendered], list[str]]] = {
     "health probes": health_probe_problems,
     "redis clients": redis_client_problems,
     "redis acl": redis_acl_problems,
+    "redis tls": redis_tls_problems,
 }
 
 
@@ -1044,6 +1083,94 @@ def test_the_rendered_aclfile_loads_into_redis(tmp_path: Path) -> None:
         proc.wait(10)
 
 
+REDIS_TLS = {"redis": {"tls": {"enabled": True}}}
+
+
+@pytest.mark.parametrize("profile", ["small", "medium"])
+def test_redis_tls_is_an_option(profile: str) -> None:
+    """redis.tls.enabled on the in-cluster Redis: TLS only, each client (gateway, orchestrator, worker)
+    on rediss:// with its own mounted copy of the CA, every other property still holds."""
+    r = render(profile, REDIS_TLS)
+    assert redis_tls_problems(r) == []
+    assert all(CHECKS[check](r) == [] for check in ("workloads", "env names", "redis clients", "redis acl"))
+    made = {x["metadata"]["name"] for x in r.of_kind("Secret")}
+    assert {"rampart-redis-tls", "rampart-worker-tls"} <= made
+
+
+def test_redis_tls_refuses_what_it_cannot_serve() -> None:
+    with pytest.raises(Exception, match=r"tls\.enabled=true"):
+        render("small", {**REDIS_TLS, "tls": {"enabled": False}})
+    with pytest.raises(Exception, match=r"endpoints\.redis\.tls"):
+        render("small", {**REDIS_TLS, "endpoints": {"redis": {"host": "cache.example"}}})
+
+
+def test_the_rendered_redis_tls_serves_its_clients(tmp_path: Path) -> None:
+    """Debian's redis-server 7 with the rendered TLS arguments, certificate and aclfile: a client
+    checking the CA from the worker's Secret and the name it dials (rampart-redis) logs in as the
+    worker; plaintext is refused; the rendered probe's redis-cli answers PONG."""
+    import socket
+    import ssl
+
+    import redis as redis_py
+
+    from services.common.net import free_port
+    from services.common.redis_server import redis_command, redis_server_binary
+
+    r = render("small", REDIS_TLS)
+    secrets = dp.rendered_secrets(r)
+    mount = r.values["tls"]["mountPath"]
+    for key, value in secrets["rampart-redis-tls"].items():
+        (tmp_path / key).write_text(value)
+    (tmp_path / "worker-ca.crt").write_text(secrets["rampart-worker-tls"]["ca.crt"])
+    (tmp_path / "users.acl").write_text(secrets["rampart-redis-acl"]["users.acl"])
+    c = first_container(r, "redis")
+    port = free_port()
+    tls_args = [a.replace(mount, str(tmp_path)).replace("6379", str(port)) for a in c["args"][-12:]]
+    binary = redis_server_binary()
+    assert binary is not None, "redis-server is not installed: run `make system-deps`"
+    command = [
+        *redis_command(binary, port, aclfile=tmp_path / "users.acl"),
+        "--dir",
+        str(tmp_path),
+        *tls_args,
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    context = ssl.create_default_context(cafile=str(tmp_path / "worker-ca.crt"))
+
+    def worker_ping() -> bytes:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=2)
+        with raw, context.wrap_socket(raw, server_hostname="rampart-redis") as tls:
+            password = secrets["rampart-redis-worker"]["password"]
+            tls.sendall(f"AUTH worker {password}\r\nPING\r\n".encode())
+            got = b""
+            while got.count(b"\r\n") < 2 and (chunk := tls.recv(100)):  # two replies, in any records
+                got += chunk
+            return got
+
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert worker_ping() == b"+OK\r\n+PONG\r\n"
+                break
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
+                time.sleep(0.1)
+        with pytest.raises(redis_py.ConnectionError):  # plaintext on the TLS port
+            redis_py.Redis(port=port, socket_timeout=2, socket_connect_timeout=2).ping()
+        probe_env = {
+            "REDISCLI_AUTH": secrets["rampart-redis-probe"]["password"],
+            "REDISCLI_TLS_ARGS": env_of(c)["REDISCLI_TLS_ARGS"]["value"].replace(mount, str(tmp_path))
+            + f" -p {port}",
+            "PATH": "/usr/bin:/bin",
+        }
+        probe = subprocess.run(c["readinessProbe"]["exec"]["command"], env=probe_env, timeout=10, check=False)
+        assert probe.returncode == 0
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 # --- each check fails when its property breaks ---------------------------------------------------
 
 
@@ -1238,6 +1365,25 @@ def test_triton_tls_check_breaks() -> None:
     for change in (plaintext, not_mutual, client_plaintext, wrong_names):
         assert triton_tls_problems(broken("small", change)), change.__name__
     assert triton_tls_problems(render("small", {"tls": {"enabled": False}})) == []
+
+
+def test_redis_tls_check_breaks() -> None:
+    def plaintext_client(r: Rendered) -> None:
+        var = env_var(r, "worker", "RAMPART_FACTCHECK__CELERY__BROKER_URL")
+        var["value"] = var["value"].replace("rediss://", "redis://").split("?")[0]
+
+    def no_tls_args(r: Rendered) -> None:
+        c = first_container(r, "redis")
+        c["args"] = c["args"][:-12]
+
+    def probe_without_ca(r: Rendered) -> None:
+        env_var(r, "redis", "REDISCLI_TLS_ARGS")["value"] = "--tls --insecure"
+
+    for change in (plaintext_client, no_tls_args, probe_without_ca):
+        r = render("small", REDIS_TLS)
+        copy_ = Rendered(r.profile, copy.deepcopy(r.values), copy.deepcopy(r.docs))
+        change(copy_)
+        assert redis_tls_problems(copy_), change.__name__
 
 
 def test_health_probe_check_breaks() -> None:
