@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from cryptography.exceptions import InvalidSignature
 
+from services.common.errors import RampartError
 from services.common.redis_server import ROLE_RULES, RedisAuth
 from services.common.settings import RampartSettings
 from services.common.settings_env import unknown_variables
@@ -831,7 +832,7 @@ def test_no_secret_value_is_rendered_outside_secrets(profile: str) -> None:
     assert "rampart-api-keys" not in made
     tritons = ("triton", "triton-ondemand") if profile == "eks" else ("triton",)
     certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", *tritons)}
-    tokens = {"rampart-internal-token", "rampart-ray-token"}
+    tokens = {"rampart-internal-token", "rampart-ray-token", "rampart-key-pepper"}
     redis = {f"rampart-redis-{x}" for x in ("gateway", "orchestrator", "worker", "probe", "acl")}
     assert made == tokens | certificates | {"rampart-tls-ca"} | (set() if profile == "eks" else redis)
     others = json.dumps([d for d in r.docs if d["kind"] != "Secret"])
@@ -878,6 +879,43 @@ def test_the_aclfile_is_what_the_stack_writes() -> None:
     lines = acl_lines(unused)
     assert f"user gateway off {unused.values['redisUsers']['gateway']['rules']}" in lines
     assert "rampart-redis-gateway" not in {s["metadata"]["name"] for s in unused.of_kind("Secret")}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_gateway_hashes_api_keys_with_a_pepper_from_a_secret(profile: str, tmp_path: Path) -> None:
+    """RAMPART_KEY_PEPPER reaches the gateway from the keyPepper Secret (generated, 48 random
+    characters; values hold only its name); keys made with it authenticate, keys made without it (or
+    with another release's) do not: a leaked key file alone is not enough."""
+    from services.common.types import Principal
+    from services.gateway.api_keys import ApiKeyStore
+
+    r = rendered(profile)
+    ref = env_var(r, "gateway", "RAMPART_KEY_PEPPER")["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "rampart-key-pepper", "key": "pepper", "optional": False}
+    assert set(r.values["secrets"]["keyPepper"]) == {"name", "key", "generate"}  # no value in values
+    pepper = dp.rendered_secrets(r)["rampart-key-pepper"]["pepper"]
+    assert (
+        len(pepper) == 48 and pepper != dp.rendered_secrets(render(profile))["rampart-key-pepper"]["pepper"]
+    )
+    others = [
+        c
+        for c in ("orchestrator", "retrieval", "ingest", "worker")
+        if c in {component(o) for o in workloads(r)}
+    ]
+    assert all("RAMPART_KEY_PEPPER" not in env_of(first_container(r, c)) for c in others)
+    key, _ = ApiKeyStore(tmp_path / "keys.json", pepper=pepper).create(Principal(tenant="acme", user="ops"))
+    assert ApiKeyStore(tmp_path / "keys.json", pepper=pepper).authenticate(key)[1].user == "ops"
+    for wrong in (None, "another-release-pepper"):
+        with pytest.raises(RampartError):
+            ApiKeyStore(tmp_path / "keys.json", pepper=wrong).authenticate(key)
+
+
+def test_an_existing_key_pepper_is_referenced_not_made() -> None:
+    """secrets.keyPepper.generate=false (a pepper kept elsewhere, or the old default for keys made
+    before the chart set one): the gateway still reads it, the chart renders no Secret for it."""
+    r = render("small", {"secrets": {"keyPepper": {"generate": False, "name": "corp-pepper"}}})
+    assert "corp-pepper" not in {x["metadata"]["name"] for x in r.of_kind("Secret")}
+    assert env_var(r, "gateway", "RAMPART_KEY_PEPPER")["valueFrom"]["secretKeyRef"]["name"] == "corp-pepper"
 
 
 def test_pods_roll_when_their_generated_file_changes() -> None:
