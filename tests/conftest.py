@@ -69,8 +69,9 @@ def runtime(settings: RampartSettings, embedder: Embedder, reranker: Reranker) -
 TRITON_VENV = Path(os.environ.get("RAMPART_RERANK__TRITON__VENV", REPO / ".venv-triton"))
 
 
-def start_triton(models_dir: Path, work: Path, **repo_options: object) -> object:
-    """A real tritonserver on loopback serving the shipped reranker (``make triton`` builds its venv)."""
+def start_triton(models_dir: Path, work: Path, tls: object = None, **repo_options: object) -> object:
+    """A real tritonserver on loopback serving the shipped reranker (``make triton`` builds its venv);
+    ``tls``: a ``TritonServerTls`` for its gRPC port."""
     from services.rerank.triton_repository import materialize
     from services.rerank.triton_server import TritonServer
 
@@ -84,6 +85,7 @@ def start_triton(models_dir: Path, work: Path, **repo_options: object) -> object
         grpc_port=free_port(),
         http_port=free_port(),
         metrics_port=free_port(),
+        tls=tls,  # type: ignore[arg-type]
     )
     return server.start()
 

@@ -23,7 +23,11 @@ def dev(
         Path, typer.Option(help="Folder for ca.pem and <name>.pem / <name>-key.pem (mode 700)")
     ] = Path(".rampart/certs"),
     names: Annotated[
-        str, typer.Option(help="Comma-separated service names: one certificate each (CN and SAN)")
+        str,
+        typer.Option(
+            help="Comma-separated service names: one certificate each (CN, the identity that servers' "
+            "allowed_callers name, and SAN)"
+        ),
     ] = ",".join(SERVICE_NAMES),
     hosts: Annotated[
         str, typer.Option(help="Extra SANs on every certificate, comma-separated (DNS names or IPs)")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from services.cli.ui import console, fail, load_settings
 from services.common.errors import RampartError
+
+if TYPE_CHECKING:
+    from services.rerank.triton_server import TritonServerTls
 
 triton_app = typer.Typer(help="NVIDIA Triton: model repository and a local server.", no_args_is_help=True)
 
@@ -59,6 +62,23 @@ def triton_repo(
     console.print(f"[green]repository[/green] {repo}")
 
 
+def grpc_tls(cert: Path | None, key: Path | None, ca: Path | None) -> TritonServerTls | None:
+    """The TLS of `triton serve`'s gRPC port; half a pair, or a CA without a certificate, is refused
+    here rather than by tritonserver's start-up log."""
+    from services.rerank.triton_server import TritonServerTls
+
+    if cert is None and key is None and ca is None:
+        return None
+    if cert is None or key is None:
+        raise typer.BadParameter(
+            f"--grpc-cert ({cert}) and --grpc-key ({key}) go together; give both, or neither for plaintext"
+        )
+    for given in (cert, key, ca):
+        if given is not None and not given.is_file():
+            raise typer.BadParameter(f"{given} is not a file; `rampart certs dev --names triton` makes a set")
+    return TritonServerTls(cert, key, ca)
+
+
 @triton_app.command("serve")
 def triton_serve(
     grpc_port: Annotated[int, typer.Option(help="gRPC port (rerank.triton.url)")] = 8001,
@@ -70,11 +90,21 @@ def triton_serve(
     instances: Annotated[int | None, typer.Option(min=1, help="Model instances (default 2 on CPU)")] = None,
     threads: Threads = None,
     parallel: Parallel = None,
+    grpc_cert: Annotated[
+        Path | None, typer.Option(help="PEM certificate: gRPC over TLS (with --grpc-key; rerank.triton.tls)")
+    ] = None,
+    grpc_key: Annotated[Path | None, typer.Option(help="PEM key of --grpc-cert")] = None,
+    grpc_ca: Annotated[
+        Path | None,
+        typer.Option(help="PEM CA: mutual TLS, clients need a certificate of it (with --grpc-cert)"),
+    ] = None,
 ) -> None:
     """Run tritonserver on --address (127.0.0.1) with the project's repository until interrupted (needs
-    `make triton`)."""
+    `make triton`); --grpc-cert/--grpc-key (and --grpc-ca) put its gRPC port on (mutual) TLS."""
     from services.rerank.triton_repository import materialize
     from services.rerank.triton_server import TritonServer
+
+    tls = grpc_tls(grpc_cert, grpc_key, grpc_ca)
 
     settings = load_settings()
     work = settings.data_dir / "triton"
@@ -98,6 +128,7 @@ def triton_serve(
         http_port=http_port,
         metrics_port=metrics_port,
         address=address,
+        tls=tls,
     )
     # Handlers first: tritonserver runs in its own session, so a SIGTERM (supervisord stopping the
     # stack) that killed this process during the start-up wait would leave it running, orphaned.

@@ -5,8 +5,9 @@ shape of one gRPC server, and what kind of corpus each tenant holds.
   chain's sub-query proposer, the CRAG rewrite, conversational rewrites and answers);
 - :class:`RemoteSettings` (``remote``): read by the callers of the retrieval and ingest services (the
   runtime, the gateway's backends) and by the gateway's forwarding to the orchestrator;
-- :class:`GrpcServerSettings` (``retrieval_service``): read by :mod:`services.common.grpc_server` and
-  the retrieval service; the ingest service's settings extend it;
+- :class:`GrpcServerSettings`: the shape of one gRPC server, read by :mod:`services.common.grpc_server`;
+  :class:`RetrievalServiceSettings` (``retrieval_service``) and the ingest service's settings extend it
+  with their own callers (``allowed_callers``, docs/security.md);
 - :class:`CorpusSettings` (``corpus``): each tenant's :class:`CorpusProfile`, read per request by the
   search pipeline (fusion's link stream, the rerank lift, the fact-check's title rules) and the
   orchestrator (evidence pairs, the chain's title ordering); docs/corpus-profiles.md.
@@ -28,6 +29,9 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 from pydantic_settings import NoDecode
 
 from services.common.types import NAME_PATTERN
+
+ANY_CALLER = "*"
+"""In ``allowed_callers``: any client certificate of the deployment's CA may call (no per-service check)."""
 
 
 class LlmSettings(BaseModel):
@@ -91,6 +95,42 @@ class GrpcServerSettings(BaseModel):
         le=65535,
         description="A second, plaintext port serving only grpc.health.v1 (kubelet gRPC probes speak "
         "neither TLS nor the token); 0: none, health answers on the main port only",
+    )
+    allowed_callers: list[str] = Field(
+        default=[ANY_CALLER],
+        min_length=1,
+        description="With mTLS: the client certificate CNs (the component name from `rampart certs dev`, e.g. "
+        "orchestrator; the chart: release-component, e.g. rampart-orchestrator) that may call this "
+        'service\'s RPCs, others get PERMISSION_DENIED; ["*"]: any certificate of the CA. Health is open',
+    )
+
+    @field_validator("allowed_callers")
+    @classmethod
+    def _callers(cls, names: list[str]) -> list[str]:
+        """Blank names would match no certificate and hide a typo; ``*`` mixed with names is ambiguous."""
+        cleaned = [n.strip() for n in names]
+        if any(not n for n in cleaned):
+            raise ValueError(
+                f'allowed_callers {names!r} holds an empty name; list component names, e.g. ["orchestrator"]'
+            )
+        if ANY_CALLER in cleaned and len(cleaned) > 1:
+            raise ValueError(
+                f'allowed_callers {names!r} mixes "*" with names; use ["*"] (any certificate of the CA) '
+                "or names only"
+            )
+        return list(dict.fromkeys(cleaned))
+
+
+class RetrievalServiceSettings(GrpcServerSettings):
+    """The retrieval service's server: its callers are the orchestrator (searches, index reads) and
+    ingest (writes), the gRPC edges of docs/architecture.md."""
+
+    allowed_callers: list[str] = Field(
+        default=["orchestrator", "ingest"],
+        min_length=1,
+        description="With mTLS: the client certificate CNs (the component name from `rampart certs dev`, e.g. "
+        "orchestrator; the chart: release-component, e.g. rampart-orchestrator) that may call "
+        'retrieval, others get PERMISSION_DENIED; ["*"]: any certificate of the CA',
     )
 
 

@@ -5,7 +5,9 @@ Production certificates come from the deployment's own CA (cert-manager, a corpo
 Kubernetes Secrets; this makes the same files for one machine so the stack and the tests run with
 mTLS on, as production does, instead of a plaintext path nobody deploys. Each service gets its own
 certificate (its name as CN and SAN, plus ``localhost``, 127.0.0.1 and ::1), valid for server and
-client use: every service is both. Keys are EC P-256, written mode 600 in a 700 folder.
+client use: every service is both. The CN is the component's identity: each server admits only the
+CNs of its ``allowed_callers`` (``client``, for tools and tests, is in none by default). Keys are EC
+P-256, written mode 600 in a 700 folder.
 
 Usage::
 

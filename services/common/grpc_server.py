@@ -50,7 +50,13 @@ from grpc_reflection.v1alpha import reflection
 from services.common.config import GrpcServerSettings
 from services.common.errors import GRPC_STATUS, ErrorCode, RampartError
 from services.common.metrics import record_request
-from services.common.service_auth import RAMPART_METHODS, ServiceAuth, check_exposure
+from services.common.service_auth import (
+    RAMPART_METHODS,
+    CallerPolicy,
+    ServiceAuth,
+    caller_identity,
+    check_exposure,
+)
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +162,61 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return wrapped
 
 
+class CallerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Refuses Rampart RPCs from certificates outside the server's ``allowed_callers``:
+    ``PERMISSION_DENIED`` with an ``ErrorInfo`` (reason ``permission_denied``; ``caller``, ``allowed``,
+    ``setting``), counted as ``rampart_requests_total{code="permission_denied"}``. The identity exists
+    only inside the call (``auth_context``), so the handler is wrapped rather than replaced; health and
+    reflection stay as the token interceptor leaves them."""
+
+    def __init__(self, policy: CallerPolicy) -> None:
+        self._policy = policy
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or not method.startswith(RAMPART_METHODS) or self._policy.open:
+            return handler
+        if not handler.unary_unary:  # Rampart's RPCs are all unary; refuse what this cannot guard
+            return _unguardable(handler, method)
+        return grpc.unary_unary_rpc_method_handler(
+            self._guard(handler.unary_unary, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _guard(self, behavior: Callable[..., Any], method: str) -> Callable[..., Awaitable[Any]]:
+        policy = self._policy
+
+        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            refused = policy.refusal(caller_identity(context), method)
+            if refused is None:
+                return await behavior(request, context)
+            record_request(policy.service, method.rsplit("/", 1)[-1], refused.code.value)
+            code, message, status = status_of(refused)
+            await context.abort(code, message, trailing_metadata=((STATUS_DETAILS_KEY, status),))
+
+        return guarded
+
+
+def _unguardable(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """A streaming Rampart RPC (none exists): refused rather than served unchecked."""
+    message = f"{method}: a streaming RPC cannot be checked against allowed_callers; make it unary"
+
+    async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
+
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(refuse)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(refuse)
+    return grpc.stream_stream_rpc_method_handler(refuse)
+
+
 def _absolute(remaining: float | None) -> float | None:
     return None if remaining is None else time.monotonic() + remaining
 
@@ -204,8 +265,13 @@ class GrpcServer:
         check_exposure(self.auth, self.settings.host, what=f"the {self.name} gRPC server")
         size = self.settings.max_message_bytes
         server = grpc.aio.server(
-            # the token first: a refused call reaches neither a handler nor the RPC metrics
-            interceptors=[*self.auth.server_interceptors(self.name), ErrorInterceptor(self.name)],
+            # the token first: a refused call reaches neither a handler nor the RPC metrics; then
+            # which component calls (mTLS only: the identity is the certificate's)
+            interceptors=[
+                *self.auth.server_interceptors(self.name),
+                *self._caller_check(),
+                ErrorInterceptor(self.name),
+            ],
             maximum_concurrent_rpcs=self.settings.max_concurrent_rpcs,
             options=[
                 ("grpc.max_send_message_length", size),
@@ -240,8 +306,24 @@ class GrpcServer:
         )
         return port
 
+    @property
+    def caller_policy(self) -> CallerPolicy:
+        """``allowed_callers`` of this server, with the variable that sets them (named in refusals)."""
+        return CallerPolicy(
+            self.name,
+            tuple(self.settings.allowed_callers),
+            f"RAMPART_{self.name.upper()}_SERVICE__ALLOWED_CALLERS",
+        )
+
+    def _caller_check(self) -> list[grpc.aio.ServerInterceptor]:
+        """Without mTLS there is no identity to check: the token admits every holder alike."""
+        policy = self.caller_policy
+        return [CallerInterceptor(policy)] if self.auth.tls is not None and not policy.open else []
+
     def _security(self) -> str:
         parts = [p for p, on in (("mTLS", self.auth.tls), ("token", self.auth.token)) if on]
+        if self.auth.tls is not None:
+            parts.append("callers: " + ", ".join(self.settings.allowed_callers))
         return " + ".join(parts) if parts else "plaintext, no token"
 
     def _bind(self, server: grpc.aio.Server, port: int, credentials: grpc.ServerCredentials | None) -> int:

@@ -14,6 +14,12 @@ out, both on in ``rampart stack``:
 Health (``grpc.health.v1``) needs no token: it tells only SERVING or not, and kubelet probes cannot
 send one. A server bound to a non-loopback address with neither control refuses to start.
 
+With mTLS, each server also checks *which* component calls (:class:`CallerPolicy`): the client
+certificate's CN names it (``rampart certs dev`` and the chart issue one per component) and the
+server's ``allowed_callers`` lists who may call its RPCs (retrieval: orchestrator and ingest; ingest:
+the gateway). Without it a stolen gateway certificate would read every tenant's chunks from retrieval,
+an edge the gateway never uses. Others get ``PERMISSION_DENIED`` naming their identity and the setting.
+
 Usage (one place each: :class:`~services.common.grpc_server.GrpcServer` and
 :func:`~services.common.grpc_client.open_channel` take a :class:`ServiceAuth`)::
 
@@ -33,7 +39,7 @@ from typing import Any
 
 import grpc
 
-from services.common.config import RemoteSettings, ServiceTlsSettings
+from services.common.config import ANY_CALLER, RemoteSettings, ServiceTlsSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.internal_auth import INTERNAL_TOKEN_HEADER
 from services.common.metrics import record_request
@@ -56,35 +62,38 @@ class TlsMaterial:
         files = {"ca_file": tls.ca_file, "cert_file": tls.cert_file, "key_file": tls.key_file}
         got: dict[str, bytes] = {}
         for name, path in files.items():
-            got[name] = _read_pem(name, path)
+            got[name] = read_pem(name, path)
         return cls(got["ca_file"], got["cert_file"], got["key_file"], tls.server_name)
 
     def __repr__(self) -> str:  # never the key
         return f"TlsMaterial(server_name={self.server_name!r})"
 
 
-def _read_pem(name: str, path: Path | None) -> bytes:
-    variable = f"RAMPART_REMOTE__TLS__{name.upper()}"
+def read_pem(name: str, path: Path | None, group: str = "remote.tls") -> bytes:
+    """The PEM file of setting ``group.name``; a missing, unreadable or non-PEM file is an error naming
+    the variable (``RAMPART_REMOTE__TLS__CA_FILE``) and the fix, at start-up rather than as a handshake
+    failure on the first call."""
+    variable = "RAMPART_" + "__".join(part.upper() for part in (*group.split("."), name))
     if path is None:
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
-            f"remote.tls.{name} is unset; set {variable} (`rampart certs dev --out DIR` makes a local set)",
-            field=f"remote.tls.{name}",
+            f"{group}.{name} is unset; set {variable} (`rampart certs dev --out DIR` makes a local set)",
+            field=f"{group}.{name}",
         )
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
-            f"cannot read remote.tls.{name} {str(path)!r} ({exc.strerror}); fix {variable} or the mounted "
+            f"cannot read {group}.{name} {str(path)!r} ({exc.strerror}); fix {variable} or the mounted "
             "Secret",
-            field=f"remote.tls.{name}",
+            field=f"{group}.{name}",
         ) from None
     if b"-----BEGIN " not in data:
         raise RampartError(
             ErrorCode.FAILED_PRECONDITION,
-            f"remote.tls.{name} {str(path)!r} holds no PEM block; point {variable} at a PEM file",
-            field=f"remote.tls.{name}",
+            f"{group}.{name} {str(path)!r} holds no PEM block; point {variable} at a PEM file",
+            field=f"{group}.{name}",
         )
     return data
 
@@ -251,3 +260,41 @@ class TokenClientInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamC
 
     def intercept_unary_stream(self, continuation: Any, details: grpc.ClientCallDetails, request: Any) -> Any:
         return continuation(self._details(details), request)
+
+
+def caller_identity(context: grpc.aio.ServicerContext) -> str | None:
+    """The CN of the caller's certificate as the TLS handshake verified it (``None``: no certificate,
+    a plaintext port). gRPC exposes it as ``x509_common_name``; nothing is parsed from the request."""
+    names = context.auth_context().get("x509_common_name") or []
+    if not names:
+        return None
+    first = names[0]
+    return first.decode(errors="replace") if isinstance(first, bytes) else str(first)
+
+
+@dataclass(frozen=True)
+class CallerPolicy:
+    """Who may call one server's RPCs: ``allowed`` identities, ``setting`` the variable that lists them."""
+
+    service: str
+    allowed: tuple[str, ...]
+    setting: str
+
+    @property
+    def open(self) -> bool:
+        return ANY_CALLER in self.allowed
+
+    def refusal(self, identity: str | None, method: str) -> RampartError | None:
+        """``None`` when ``identity`` may call, else the error naming it and the fix."""
+        if self.open or (identity is not None and identity in self.allowed):
+            return None
+        shown = repr(identity) if identity is not None else "no certificate identity (CN)"
+        return RampartError(
+            ErrorCode.PERMISSION_DENIED,
+            f"{method}: the caller's certificate names {shown}, which may not call the {self.service} "
+            f"service (allowed: {', '.join(self.allowed)}); if it should, add it to {self.setting}, or give "
+            "the caller the certificate of an allowed component",
+            caller=identity,
+            allowed=list(self.allowed),
+            setting=self.setting,
+        )

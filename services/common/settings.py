@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.common.config import CorpusSettings, GrpcServerSettings, LlmSettings, RemoteSettings
+from services.common.config import CorpusSettings, LlmSettings, RemoteSettings, RetrievalServiceSettings
 from services.common.settings_env import environment_problem
 from services.factcheck.config import FactCheckSettings
 from services.gateway.config import GatewaySettings
@@ -75,7 +75,7 @@ class RampartSettings(BaseSettings):
     sessions: SessionSettings = SessionSettings()
     answer: AnswerSettings = AnswerSettings()
     serve: ServeSettings = ServeSettings()
-    retrieval_service: GrpcServerSettings = GrpcServerSettings()
+    retrieval_service: RetrievalServiceSettings = RetrievalServiceSettings()
     ingest_service: IngestServiceSettings = IngestServiceSettings()
     remote: RemoteSettings = RemoteSettings()
     stack: StackSettings = StackSettings()

@@ -53,6 +53,14 @@ class ChunkingSettings(BaseModel):
 
 class IngestServiceSettings(GrpcServerSettings):
     port: int = Field(default=50052, ge=1, le=65535, description="gRPC port")
+    allowed_callers: list[str] = Field(
+        default=["gateway"],
+        min_length=1,
+        description="With mTLS: the client certificate CNs (the component name from `rampart certs dev`, e.g. "
+        "orchestrator; the chart: release-component, e.g. rampart-orchestrator) that may call "
+        'ingest (the gateway writes documents), others get PERMISSION_DENIED; ["*"]: any certificate of '
+        "the CA",
+    )
     metrics_port: int = Field(
         default=9102, ge=0, le=65535, description="Prometheus /metrics port on the same host; 0 disables"
     )

@@ -3,7 +3,8 @@
 - :class:`RerankSettings` (``rerank``): read by :func:`~services.rerank.reranker.build_reranker` (the
   backend and the model) and by the search pipeline's rerank step (depth, mode, weights, cache);
 - :class:`TritonSettings` (``rerank.triton``): the remote backend's endpoint, read by
-  :class:`~services.rerank.triton_reranker.TritonReranker` and ``rampart triton``.
+  :class:`~services.rerank.triton_reranker.TritonReranker` and ``rampart triton``; its
+  :class:`TritonTlsSettings` (``rerank.triton.tls``): TLS to Triton's gRPC port (docs/security.md).
 """
 
 from __future__ import annotations
@@ -11,11 +12,51 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+
+class TritonTlsSettings(BaseModel):
+    """TLS from the reranker client to Triton's gRPC port. Triton started with ``--grpc-use-ssl`` checks
+    nothing of the client; with ``--grpc-use-ssl-mutual`` (the stack and the chart) it also asks for a
+    client certificate of its root CA, so ``cert_file``/``key_file`` must be set: the component's own
+    mTLS pair (``remote.tls``) does."""
+
+    enabled: bool = Field(default=False, description="TLS to Triton's gRPC port (rerank.triton.url)")
+    ca_file: Path | None = Field(
+        default=None, description="PEM CA certificate(s) that sign Triton's certificate"
+    )
+    cert_file: Path | None = Field(
+        default=None, description="PEM client certificate chain, for a Triton that requires one (mutual TLS)"
+    )
+    key_file: Path | None = Field(default=None, description="PEM private key of cert_file (mode 600)")
+    server_name: str | None = Field(
+        default=None,
+        description="Name Triton's certificate is checked against when it differs from the host of url: "
+        "a SAN of its certificate",
+    )
+
+    @model_validator(mode="after")
+    def _files(self) -> TritonTlsSettings:
+        """Fail at start-up naming the variables, not at the first search with a handshake error."""
+        if not self.enabled:
+            return self
+        if self.ca_file is None:
+            raise ValueError(
+                "rerank.triton.tls.enabled is true but ca_file is unset; set "
+                "RAMPART_RERANK__TRITON__TLS__CA_FILE "
+                "(the CA that signed Triton's certificate) or RAMPART_RERANK__TRITON__TLS__ENABLED=false"
+            )
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError(
+                "rerank.triton.tls needs both cert_file and key_file, or neither; set "
+                "RAMPART_RERANK__TRITON__TLS__CERT_FILE and RAMPART_RERANK__TRITON__TLS__KEY_FILE together"
+            )
+        return self
 
 
 class TritonSettings(BaseModel):
     url: str = Field(default="127.0.0.1:8001", description="Triton gRPC endpoint host:port")
+    tls: TritonTlsSettings = TritonTlsSettings()
     model_name: str = Field(default="rampart_reranker", description="Model name in the Triton repository")
     model_version: str = Field(
         default="1", description="Pinned model version ('' = server's latest; pin it in production)"

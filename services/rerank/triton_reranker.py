@@ -6,6 +6,8 @@
   ``DEADLINE_EXCEEDED`` and the rerank stage degrades to fused order.
 - Retries (tenacity, exponential backoff) on ``UNAVAILABLE`` only: anything else — a model error, a bad
   input — will not get better by repeating it.
+- TLS (``rerank.triton.tls``): the CA that signed Triton's certificate, and the component's own
+  certificate for a Triton that requires one (``--grpc-use-ssl-mutual``); files read once, at connect.
 - The model version is pinned (``rerank.triton.model_version``); start-up checks server liveness,
   readiness and that exact version, and reads the model's identity (``model_id`` parameter written by
   ``rampart triton repo``) so cached scores are keyed by the weights actually served.
@@ -19,11 +21,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc
 import numpy as np
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from services.common.errors import ErrorCode, RampartError
-from services.rerank.config import TritonSettings
+from services.common.service_auth import read_pem
+from services.rerank.config import TritonSettings, TritonTlsSettings
 from services.rerank.reranker import check_pairs
 
 
@@ -34,6 +38,45 @@ def _status(exc: BaseException) -> str:
 
 def _unavailable(exc: BaseException) -> bool:
     return "UNAVAILABLE" in _status(exc)
+
+
+def triton_credentials(
+    tls: TritonTlsSettings,
+) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
+    """Channel credentials and extra options for Triton (``(None, [])``: plaintext). The PEM files are
+    read here, so a missing one fails the start naming its variable instead of every handshake."""
+    if not tls.enabled:
+        return None, []
+    group = "rerank.triton.tls"
+    ca = read_pem("ca_file", tls.ca_file, group)
+    cert = read_pem("cert_file", tls.cert_file, group) if tls.cert_file is not None else None
+    key = read_pem("key_file", tls.key_file, group) if tls.key_file is not None else None
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+    options = [("grpc.ssl_target_name_override", tls.server_name)] if tls.server_name else []
+    return credentials, options
+
+
+def triton_client(cfg: TritonSettings) -> Any:
+    """tritonclient's gRPC client for ``cfg.url``: plaintext, or TLS per ``cfg.tls``."""
+    import tritonclient.grpc as grpcclient
+
+    credentials, options = triton_credentials(cfg.tls)
+    if credentials is None:
+        return grpcclient.InferenceServerClient(cfg.url)
+    if not options:  # tritonclient's own channel options (message sizes, keepalive) stay
+        return grpcclient.InferenceServerClient(cfg.url, creds=credentials)
+    from tritonclient.grpc._client import MAX_GRPC_MESSAGE_SIZE
+
+    keepalive = grpcclient.KeepAliveOptions()
+    defaults = [  # channel_args replaces tritonclient's defaults: these are they
+        ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+        ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+    ]
+    return grpcclient.InferenceServerClient(cfg.url, creds=credentials, channel_args=[*defaults, *options])
 
 
 class TritonReranker:
@@ -58,9 +101,7 @@ class TritonReranker:
         cls, cfg: TritonSettings, *, max_length: int | None = None, wait_s: float = 0.0
     ) -> TritonReranker:
         """Connect and check the server and the pinned model version (waiting up to ``wait_s``)."""
-        import tritonclient.grpc as grpcclient
-
-        client = grpcclient.InferenceServerClient(cfg.url)
+        client = triton_client(cfg)
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -73,6 +114,8 @@ class TritonReranker:
                 problem = f"model {cfg.model_name!r} version {cfg.model_version or 'latest'!r} is not ready"
             except Exception as exc:  # tritonclient raises InferenceServerException on transport errors
                 problem = f"Triton at {cfg.url} is unreachable ({_status(exc) or exc})"
+                if cfg.tls.enabled:  # a refused handshake looks like an unreachable server
+                    problem += " over TLS: check rerank.triton.tls (its CA, server_name, client certificate)"
             if time.monotonic() >= deadline:
                 client.close()
                 raise RampartError(

@@ -123,6 +123,28 @@ class TritonInstall:
         return env
 
 
+@dataclass(frozen=True)
+class TritonServerTls:
+    """TLS on tritonserver's gRPC port: its certificate and key, and with ``ca`` mutual TLS (a client
+    certificate of that CA required, ``--grpc-use-ssl-mutual``). HTTP and metrics stay plaintext: the
+    kubelet's probes and Prometheus speak no client certificate, and the reranker uses gRPC only."""
+
+    cert: Path
+    key: Path
+    ca: Path | None = None
+
+    def flags(self) -> list[str]:
+        """tritonserver's flags; paths made absolute (it resolves them from its own working folder)."""
+        flags = [
+            "--grpc-use-ssl=true",
+            f"--grpc-server-cert={self.cert.absolute()}",
+            f"--grpc-server-key={self.key.absolute()}",
+        ]
+        if self.ca is not None:
+            flags += [f"--grpc-root-cert={self.ca.absolute()}", "--grpc-use-ssl-mutual=true"]
+        return flags
+
+
 @dataclass
 class TritonServer(OwnedProcess):
     """A tritonserver process on 127.0.0.1; use as a context manager or call start()/stop()."""
@@ -137,6 +159,7 @@ class TritonServer(OwnedProcess):
     # every listener on this address only, metrics named explicitly: their default follows
     # --http-address, and 0.0.0.0 in a build without HTTP (they name the models and count requests)
     address: str = "127.0.0.1"
+    tls: TritonServerTls | None = None  # gRPC over TLS (mutual with a CA); None: plaintext
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     stop_wait_s: float = field(
         default=30.0, init=False
@@ -169,6 +192,7 @@ class TritonServer(OwnedProcess):
             # Unique shared-memory names per server, so parallel servers (and leftovers of a crashed
             # one) never collide in /dev/shm.
             f"--backend-config=python,shm-region-prefix-name=rampart{os.getpid()}p{self.grpc_port}",
+            *(self.tls.flags() if self.tls is not None else []),
         ]
 
     def start(self, timeout: float = 180.0) -> TritonServer:

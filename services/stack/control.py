@@ -27,6 +27,7 @@ from services.stack.plan import (
     ray_token_path,
     redis_acl_path,
     stack_env,
+    triton_tls,
     worker_metrics_dir,
 )
 from services.stack.supervisor_conf import render, socket_path
@@ -142,7 +143,10 @@ def write_secrets(settings: RampartSettings, stack_secrets: StackSecrets) -> Non
     (hashed passwords), Ray's token (mode 600, created so: Ray's own ~/.ray/auth_token is 644)."""
     made = certs(settings)
     if made is not None:
-        extra = ("redis",) if settings.stack.redis_tls else ()
+        extra = (
+            *(("redis",) if settings.stack.redis_tls else ()),
+            *(("triton",) if triton_tls(settings) else ()),
+        )
         make_dev_certs(made.dir, (*SERVICE_NAMES, *extra))
     if stack_secrets.redis is not None:
         stack_secrets.redis.write_acl(redis_acl_path(settings))

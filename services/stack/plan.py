@@ -285,32 +285,8 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
     s = settings.stack
     check_replicas(settings)
     out = [_redis(settings)]
-    if s.triton and settings.rerank.backend != "none":
-        venv = settings.rerank.triton.venv
-        if not (venv / "bin" / "python").exists():
-            raise RampartError(
-                ErrorCode.FAILED_PRECONDITION,
-                f"no tritonserver venv at {venv} (rerank.triton.venv); run `make triton`, or rerank "
-                "in-process with RAMPART_STACK__TRITON=false",
-            )
-        out.append(
-            Program(
-                "triton",
-                [
-                    *rampart,
-                    "triton",
-                    "serve",
-                    "--grpc-port",
-                    str(s.triton_grpc_port),
-                    "--http-port",
-                    str(s.triton_http_port),
-                    "--metrics-port",
-                    str(s.triton_metrics_port),
-                ],
-                priority=20,
-                stop_wait_s=30,
-            )
-        )
+    if runs_triton(settings):
+        out.append(_triton(settings, rampart))
     if runs_node(settings):
         # the node in the foreground under supervisord (SIGTERM closes its shards); retrieval and
         # ingest exit while it is not green yet and supervisord starts them again
@@ -337,7 +313,11 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
             "orchestrator",
             [*rampart, "serve-ray"],
             priority=50,
-            env={**_otel("orchestrator"), **_tls(settings, "orchestrator")},
+            env={
+                **_otel("orchestrator"),
+                **_tls(settings, "orchestrator"),
+                **_triton_client_tls(settings, "orchestrator"),
+            },
             env_refs=_redis_refs("orchestrator"),
             stop_wait_s=60,
             stop_as_group=False,  # a group SIGTERM kills Ray's controller before Serve can shut down
@@ -353,6 +333,58 @@ def programs(settings: RampartSettings, *, python: Path | None = None) -> list[P
         ),
     ]
     return out
+
+
+def runs_triton(settings: RampartSettings) -> bool:
+    return settings.stack.triton and settings.rerank.backend != "none"
+
+
+def triton_tls(settings: RampartSettings) -> bool:
+    """Triton's gRPC on mutual TLS with the stack's CA whenever the stack runs mTLS (``stack.tls``)."""
+    return runs_triton(settings) and settings.stack.tls
+
+
+def _triton(settings: RampartSettings, rampart: list[str]) -> Program:
+    """``rampart triton serve`` on the stack's ports; with ``stack.tls`` its gRPC port is mutual TLS
+    (the ``triton`` certificate, clients need one of the stack's CA: the orchestrator's)."""
+    s = settings.stack
+    venv = settings.rerank.triton.venv
+    if not (venv / "bin" / "python").exists():
+        raise RampartError(
+            ErrorCode.FAILED_PRECONDITION,
+            f"no tritonserver venv at {venv} (rerank.triton.venv); run `make triton`, or rerank "
+            "in-process with RAMPART_STACK__TRITON=false",
+        )
+    command = [
+        *rampart,
+        "triton",
+        "serve",
+        "--grpc-port",
+        str(s.triton_grpc_port),
+        "--http-port",
+        str(s.triton_http_port),
+        "--metrics-port",
+        str(s.triton_metrics_port),
+    ]
+    made = certs(settings)
+    if triton_tls(settings) and made is not None:
+        command += ["--grpc-cert", str(made.cert("triton")), "--grpc-key", str(made.key("triton"))]
+        command += ["--grpc-ca", str(made.ca)]
+    return Program("triton", command, priority=20, stop_wait_s=30)
+
+
+def _triton_client_tls(settings: RampartSettings, name: str) -> dict[str, str]:
+    """``rerank.triton.tls`` of the program ``name`` that reranks on Triton: the stack's CA and its own
+    certificate (Triton asks for one of the CA)."""
+    made = certs(settings)
+    if not triton_tls(settings) or made is None:
+        return {}
+    return {
+        "RAMPART_RERANK__TRITON__TLS__ENABLED": "true",
+        "RAMPART_RERANK__TRITON__TLS__CA_FILE": str(made.ca),
+        "RAMPART_RERANK__TRITON__TLS__CERT_FILE": str(made.cert(name)),
+        "RAMPART_RERANK__TRITON__TLS__KEY_FILE": str(made.key(name)),
+    }
 
 
 def _redis(settings: RampartSettings) -> Program:

@@ -68,9 +68,10 @@ def _preconditions(tag: str) -> None:
         pytest.fail(f"images {missing} (tag {tag}) are not built: run `make images`")
 
 
-def _keys(work: Path) -> tuple[str, dict[str, str]]:
-    """API keys as the e2e suite makes them; the hashed key file becomes the chart's rampart-api-keys."""
-    store = ApiKeyStore(work / "api-keys.json")
+def _keys(work: Path, pepper: str) -> tuple[str, dict[str, str]]:
+    """API keys as the e2e suite makes them, hashed with the release's pepper (the gateway's
+    RAMPART_KEY_PEPPER); the hashed key file becomes the chart's rampart-api-keys."""
+    store = ApiKeyStore(work / "api-keys.json", pepper=pepper)
     keys = {
         "writer": store.create(Principal(tenant="acme", user="ops", scopes=["search", "ingest", "admin"]))[0],
         "alice": store.create(Principal(tenant="acme", user="alice", groups=["eng"]))[0],
@@ -106,8 +107,9 @@ def deployed() -> Iterator[Deployed]:
     _preconditions(tag)
     work = Path(tempfile.mkdtemp(prefix="rampart-kube-"))  # 0700: the adapted manifests hold secrets
     rendered = dp.render_small()
-    key_file, keys = _keys(work)
-    secrets = {**dp.rendered_secrets(rendered), "rampart-api-keys": {"api-keys.json": key_file}}
+    generated = dp.rendered_secrets(rendered)
+    key_file, keys = _keys(work, generated["rampart-key-pepper"]["pepper"])
+    secrets = {**generated, "rampart-api-keys": {"api-keys.json": key_file}}
     adapted = dp.adapt(rendered, secrets)
     dp.teardown(adapted, work)  # leftovers of an interrupted run
     token = secrets["rampart-internal-token"]["token"]

@@ -240,7 +240,11 @@ def test_the_stack_runs_with_mtls_redis_auth_and_ray_auth(loaded: Stack) -> None
     address = f"127.0.0.1:{s.retrieval_service.port}"
     tls = TlsMaterial.read(
         ServiceTlsSettings(
-            enabled=True, ca_file=certs.ca, cert_file=certs.cert("client"), key_file=certs.key("client")
+            # the orchestrator's: retrieval admits only its callers (retrieval_service.allowed_callers)
+            enabled=True,
+            ca_file=certs.ca,
+            cert_file=certs.cert("orchestrator"),
+            key_file=certs.key("orchestrator"),
         )
     )
     token = s.remote.internal_token.get_secret_value() if s.remote.internal_token else ""

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from cryptography.exceptions import InvalidSignature
 
+from services.common.errors import RampartError
 from services.common.redis_server import ROLE_RULES, RedisAuth
 from services.common.settings import RampartSettings
 from services.common.settings_env import unknown_variables
@@ -380,6 +381,151 @@ def tls_problems(r: Rendered) -> list[str]:
     return problems
 
 
+def cert_identity(r: Rendered, comp: str) -> str | None:
+    """The CN of ``comp``'s generated certificate (what a server's allowed_callers must name)."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    secret = next((s for s in r.of_kind("Secret") if s["metadata"]["name"] == f"rampart-{comp}-tls"), None)
+    if secret is None:
+        return None
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    return str(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+def caller_problems(r: Rendered) -> list[str]:
+    """With mTLS on, each gRPC server admits exactly the components that dial it (grpc_pairs), named as
+    their certificates' CN, and the services' own defaults (bare component names) are that same graph."""
+    pairs = grpc_pairs(r)
+    defaults = RampartSettings.model_fields
+    problems = []
+    for server, _ in grpc_servers(r).items():
+        obj = next(o for o in workloads(r) if component(o) == server)
+        env = env_of(pod_specs(obj)[0]["containers"][0])
+        tls = env.get("RAMPART_REMOTE__TLS__ENABLED", {}).get("value") == "true"
+        var = f"RAMPART_{server.upper()}_SERVICE__ALLOWED_CALLERS"
+        callers = sorted(client for client, srv in pairs if srv == server)
+        default = defaults[f"{server}_service"].default.allowed_callers
+        if sorted(default) != callers:
+            problems.append(f"{server}_service.allowed_callers defaults to {default}, but {callers} dial it")
+        if not tls:
+            continue
+        if var not in env:
+            problems.append(f"{name(obj)}: mTLS on but no {var}")
+            continue
+        got = sorted(json.loads(env[var]["value"]))
+        if got != sorted(f"rampart-{c}" for c in callers):
+            problems.append(f"{name(obj)}: {var}={got}, expected the CNs of {callers}")
+        for comp in {c for pair in pairs for c in pair}:
+            cn = cert_identity(r, comp)
+            if cn is not None and (cn in got) != (comp in callers):
+                problems.append(
+                    f"{server} {'admits' if cn in got else 'refuses'} {comp}'s certificate (CN {cn})"
+                )
+    return problems
+
+
+TRITON_TLS_FLAGS = ("--grpc-use-ssl=true", "--grpc-use-ssl-mutual=true")
+TRITON_TLS_FILES = {
+    "--grpc-server-cert": "tls.crt",
+    "--grpc-server-key": "tls.key",
+    "--grpc-root-cert": "ca.crt",
+}
+
+
+def triton_tls_problems(r: Rendered) -> list[str]:
+    """With mTLS on, every Triton serves gRPC on mutual TLS from its own mounted certificate, valid for
+    the host the orchestrator dials and signed by the CA the orchestrator trusts, and the orchestrator's
+    rerank.triton.tls names its own mounted files; with it off, neither."""
+    from cryptography import x509
+
+    problems = []
+    orch = next(o for o in workloads(r) if component(o) == "orchestrator")
+    oenv = env_of(pod_specs(orch)[0]["containers"][0])
+    tls = oenv.get("RAMPART_REMOTE__TLS__ENABLED", {}).get("value") == "true"
+    client = {k: v.get("value") for k, v in oenv.items() if k.startswith("RAMPART_RERANK__TRITON__TLS__")}
+    mount = r.values["tls"]["mountPath"]
+    want_client = {
+        "RAMPART_RERANK__TRITON__TLS__ENABLED": "true",
+        "RAMPART_RERANK__TRITON__TLS__CA_FILE": f"{mount}/ca.crt",
+        "RAMPART_RERANK__TRITON__TLS__CERT_FILE": f"{mount}/tls.crt",
+        "RAMPART_RERANK__TRITON__TLS__KEY_FILE": f"{mount}/tls.key",
+    }
+    if client != (want_client if tls else {}):
+        problems.append(f"orchestrator's rerank.triton.tls {client} with mTLS {'on' if tls else 'off'}")
+    host = ADDRESS.match(oenv["RAMPART_RERANK__TRITON__URL"]["value"])
+    secrets = {x["metadata"]["name"]: x["data"] for x in r.of_kind("Secret")}
+    for obj in (o for o in workloads(r) if component(o).startswith("triton")):
+        spec = pod_specs(obj)[0]
+        args = spec["containers"][0].get("args", [])
+        flags = dict(a.split("=", 1) for a in args if a.startswith(("--grpc-use-ssl", *TRITON_TLS_FILES)))
+        if not tls:
+            if flags:
+                problems.append(f"{name(obj)}: TLS flags {flags} with mTLS off")
+            continue
+        if not all(f in args for f in TRITON_TLS_FLAGS):
+            problems.append(f"{name(obj)}: gRPC not on mutual TLS: {args}")
+        if {k: flags.get(k) for k in TRITON_TLS_FILES} != {
+            k: f"{mount}/{v}" for k, v in TRITON_TLS_FILES.items()
+        }:
+            problems.append(f"{name(obj)}: TLS files {flags} are not its mounted certificate's")
+        volume = next((v for v in spec.get("volumes", []) if v["name"] == "tls"), {})
+        if volume.get("secret", {}).get("secretName") != f"rampart-{component(obj)}-tls":
+            problems.append(f"{name(obj)}: mounts no certificate of its own ({volume})")
+        data = secrets.get(f"rampart-{component(obj)}-tls")
+        if data is not None and host is not None:
+            cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+            ca = x509.load_pem_x509_certificate(
+                base64.b64decode(secrets["rampart-orchestrator-tls"]["ca.crt"])
+            )
+            sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            if host.group(1) not in sans.get_values_for_type(x509.DNSName):
+                problems.append(f"{name(obj)}'s certificate is not valid for {host.group(1)!r}")
+            try:
+                cert.verify_directly_issued_by(ca)
+            except (ValueError, TypeError, InvalidSignature):
+                problems.append(f"{name(obj)}'s certificate is not signed by the CA the orchestrator trusts")
+    return problems
+
+
+def redis_tls_problems(r: Rendered) -> list[str]:
+    """redis.tls.enabled: the in-cluster Redis serves TLS only (the stack's RedisTls.server_args, with
+    its own mounted certificate), its probe's redis-cli speaks TLS checking the CA, and every Redis URL
+    is rediss:// checking the CA file its component mounts; off: no TLS argument, no rediss:// to it."""
+    from services.common.redis_server import RedisTls
+
+    on = bool(r.values.get("redis", {}).get("tls", {}).get("enabled"))
+    redis = [o for o in workloads(r) if component(o) == "redis"]
+    if not redis:
+        return ["redis.tls.enabled without the in-cluster Redis"] if on else []
+    mount = Path(r.values["tls"]["mountPath"])
+    tls = RedisTls(mount / "tls.crt", mount / "tls.key", mount / "ca.crt")
+    c = pod_specs(redis[0])[0]["containers"][0]
+    args, problems = c.get("args", []), []
+    server = tls.server_args(6379)
+    if (args[-len(server) :] == server) != on:
+        problems.append(f"redis args {args} with redis.tls.enabled={on}")
+    probe_tls = env_of(c).get("REDISCLI_TLS_ARGS", {}).get("value")
+    if on and probe_tls != f"--tls --cacert {mount}/ca.crt":
+        problems.append(f"the probe's redis-cli does not check the CA: {probe_tls!r}")
+    for obj in workloads(r):
+        spec = pod_specs(obj)[0]
+        env = env_of(spec["containers"][0])
+        volume = next((v for v in spec.get("volumes", []) if v["name"] == "tls"), {})
+        own = volume.get("secret", {}).get("secretName") == f"rampart-{component(obj)}-tls"
+        if on and component(obj) == "redis" and not own:
+            problems.append("redis mounts no certificate of its own")
+        for var, value in ((k, str(v.get("value", ""))) for k, v in env.items()):
+            if "@rampart-redis:" not in value:
+                continue
+            want = f"ssl_cert_reqs=required&ssl_ca_certs={mount}/ca.crt"
+            if on and (not value.startswith("rediss://") or not value.endswith(want) or not own):
+                problems.append(f"{name(obj)}: {var}={value} does not check the mounted CA over TLS")
+            if not on and value.startswith("rediss://"):
+                problems.append(f"{name(obj)}: {var} is rediss:// with redis.tls off")
+    return problems
+
+
 def health_probe_problems(r: Rendered) -> list[str]:
     """gRPC servers: with mTLS on, the kubelet (no TLS, no token) probes the plaintext health port the
     server binds (a container port); with it off, the main port, and no health port is opened."""
@@ -599,9 +745,12 @@ CHECKS: dict[str, Callable[[Rendered], list[str]]] = {
     "env names": env_name_problems,
     "wiring": wiring_problems,
     "mTLS": tls_problems,
+    "grpc callers": caller_problems,
+    "triton tls": triton_tls_problems,
     "health probes": health_probe_problems,
     "redis clients": redis_client_problems,
     "redis acl": redis_acl_problems,
+    "redis tls": redis_tls_problems,
 }
 
 
@@ -681,8 +830,9 @@ def test_no_secret_value_is_rendered_outside_secrets(profile: str) -> None:
     r = rendered(profile)
     made = {s["metadata"]["name"] for s in r.of_kind("Secret")}
     assert "rampart-api-keys" not in made
-    certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")}
-    tokens = {"rampart-internal-token", "rampart-ray-token"}
+    tritons = ("triton", "triton-ondemand") if profile == "eks" else ("triton",)
+    certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", *tritons)}
+    tokens = {"rampart-internal-token", "rampart-ray-token", "rampart-key-pepper"}
     redis = {f"rampart-redis-{x}" for x in ("gateway", "orchestrator", "worker", "probe", "acl")}
     assert made == tokens | certificates | {"rampart-tls-ca"} | (set() if profile == "eks" else redis)
     others = json.dumps([d for d in r.docs if d["kind"] != "Secret"])
@@ -731,6 +881,43 @@ def test_the_aclfile_is_what_the_stack_writes() -> None:
     assert "rampart-redis-gateway" not in {s["metadata"]["name"] for s in unused.of_kind("Secret")}
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_gateway_hashes_api_keys_with_a_pepper_from_a_secret(profile: str, tmp_path: Path) -> None:
+    """RAMPART_KEY_PEPPER reaches the gateway from the keyPepper Secret (generated, 48 random
+    characters; values hold only its name); keys made with it authenticate, keys made without it (or
+    with another release's) do not: a leaked key file alone is not enough."""
+    from services.common.types import Principal
+    from services.gateway.api_keys import ApiKeyStore
+
+    r = rendered(profile)
+    ref = env_var(r, "gateway", "RAMPART_KEY_PEPPER")["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "rampart-key-pepper", "key": "pepper", "optional": False}
+    assert set(r.values["secrets"]["keyPepper"]) == {"name", "key", "generate"}  # no value in values
+    pepper = dp.rendered_secrets(r)["rampart-key-pepper"]["pepper"]
+    assert (
+        len(pepper) == 48 and pepper != dp.rendered_secrets(render(profile))["rampart-key-pepper"]["pepper"]
+    )
+    others = [
+        c
+        for c in ("orchestrator", "retrieval", "ingest", "worker")
+        if c in {component(o) for o in workloads(r)}
+    ]
+    assert all("RAMPART_KEY_PEPPER" not in env_of(first_container(r, c)) for c in others)
+    key, _ = ApiKeyStore(tmp_path / "keys.json", pepper=pepper).create(Principal(tenant="acme", user="ops"))
+    assert ApiKeyStore(tmp_path / "keys.json", pepper=pepper).authenticate(key)[1].user == "ops"
+    for wrong in (None, "another-release-pepper"):
+        with pytest.raises(RampartError):
+            ApiKeyStore(tmp_path / "keys.json", pepper=wrong).authenticate(key)
+
+
+def test_an_existing_key_pepper_is_referenced_not_made() -> None:
+    """secrets.keyPepper.generate=false (a pepper kept elsewhere, or the old default for keys made
+    before the chart set one): the gateway still reads it, the chart renders no Secret for it."""
+    r = render("small", {"secrets": {"keyPepper": {"generate": False, "name": "corp-pepper"}}})
+    assert "corp-pepper" not in {x["metadata"]["name"] for x in r.of_kind("Secret")}
+    assert env_var(r, "gateway", "RAMPART_KEY_PEPPER")["valueFrom"]["secretKeyRef"]["name"] == "corp-pepper"
+
+
 def test_pods_roll_when_their_generated_file_changes() -> None:
     """checksum/tls is the hash of the very certificate the Secret holds (one computation per render:
     rampart.generated), so renewing it rolls the pods that read it at start; likewise the aclfile."""
@@ -771,7 +958,7 @@ def test_cert_manager_issues_the_secrets_the_pods_mount() -> None:
     r = render("small", {"tls": {"source": "certManager", "certManager": {"issuerRef": issuer}}})
     certificates = {c["metadata"]["name"]: c["spec"] for c in r.of_kind("Certificate")}
     assert set(certificates) == {
-        f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")
+        f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", "triton")
     }
     for secret_name, spec in certificates.items():
         assert spec["secretName"] == secret_name and spec["issuerRef"] == issuer
@@ -781,6 +968,7 @@ def test_cert_manager_issues_the_secrets_the_pods_mount() -> None:
     assert "rampart-retrieval.rampart.svc.cluster.local" in certificates["rampart-retrieval-tls"]["dnsNames"]
     assert not [s for s in r.of_kind("Secret") if s["metadata"]["name"].endswith(("-tls", "-tls-ca"))]
     assert tls_problems(r) == []  # the mounts and env are the same as with generated certificates
+    assert triton_tls_problems(r) == []
     existing = render("small", {"tls": {"source": "existing"}})
     assert not existing.of_kind("Certificate") and tls_problems(existing) == []
     assert not [s for s in existing.of_kind("Secret") if s["metadata"]["name"].endswith("-tls")]
@@ -828,6 +1016,62 @@ def test_the_rendered_certificates_make_an_mtls_handshake(tmp_path: Path) -> Non
         server.stop(0)
 
 
+def test_the_rendered_allow_lists_admit_the_rendered_certificates() -> None:
+    """Retrieval's rendered allowed_callers on a real mTLS server with its rendered certificate: the
+    orchestrator's and ingest's certificates are admitted, the gateway's (same CA) gets PERMISSION_DENIED."""
+    import grpc
+
+    from services.common.config import RetrievalServiceSettings
+    from services.common.errors import ErrorCode, RampartError
+    from services.common.grpc_client import Caller, open_channel
+    from services.common.grpc_server import GrpcServer
+    from services.common.net import free_port
+    from services.common.service_auth import ServiceAuth, TlsMaterial
+    from tests.integration.grpc_servers import BackgroundLoop
+
+    r = rendered("small")
+    s = dp.rendered_secrets(r)
+
+    def auth(comp: str) -> ServiceAuth:
+        t = s[f"rampart-{comp}-tls"]
+        pem = TlsMaterial(
+            t["ca.crt"].encode(), t["tls.crt"].encode(), t["tls.key"].encode(), "rampart-retrieval"
+        )
+        return ServiceAuth(tls=pem)
+
+    async def ping(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b"pong"
+
+    allowed = json.loads(env_var(r, "retrieval", "RAMPART_RETRIEVAL_SERVICE__ALLOWED_CALLERS")["value"])
+    settings = RetrievalServiceSettings(port=free_port(), allowed_callers=allowed)
+    server = GrpcServer(settings, name="retrieval", auth=auth("retrieval"))
+    handler = grpc.method_handlers_generic_handler(
+        "rampart.test.v1.Toy", {"Ping": grpc.unary_unary_rpc_method_handler(ping)}
+    )
+    server.add(lambda h, srv: srv.add_generic_rpc_handlers((h,)), handler, "rampart.test.v1.Toy")
+    loop = BackgroundLoop()
+    try:
+        address = f"127.0.0.1:{loop.run(server.start())}"
+
+        def call(comp: str) -> bytes:
+            channel = open_channel(address, auth=auth(comp))
+            try:
+                method = channel.unary_unary("/rampart.test.v1.Toy/Ping")
+                return bytes(Caller(channel, address, deadline_ms=5000).call(method, b"", idempotent=True))
+            finally:
+                channel.close()
+
+        assert call("orchestrator") == b"pong" and call("ingest") == b"pong"
+        with pytest.raises(RampartError) as err:
+            call("gateway")
+        assert (
+            err.value.code is ErrorCode.PERMISSION_DENIED and err.value.details["caller"] == "rampart-gateway"
+        )
+    finally:
+        loop.run(server.stop(0))
+        loop.close()
+
+
 def test_the_rendered_aclfile_loads_into_redis(tmp_path: Path) -> None:
     """Debian's redis-server 7 loads the chart's aclfile: the roles log in with their Secrets'
     passwords, the probe may only PING, the default user and the unused gateway user cannot log in."""
@@ -872,6 +1116,94 @@ def test_the_rendered_aclfile_loads_into_redis(tmp_path: Path) -> None:
             client().get("rampart.factcheck.x")  # the default user, no password
         with pytest.raises(redis_py.exceptions.AuthenticationError):
             client("gateway", password("worker")).ping()  # another role's password
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+REDIS_TLS = {"redis": {"tls": {"enabled": True}}}
+
+
+@pytest.mark.parametrize("profile", ["small", "medium"])
+def test_redis_tls_is_an_option(profile: str) -> None:
+    """redis.tls.enabled on the in-cluster Redis: TLS only, each client (gateway, orchestrator, worker)
+    on rediss:// with its own mounted copy of the CA, every other property still holds."""
+    r = render(profile, REDIS_TLS)
+    assert redis_tls_problems(r) == []
+    assert all(CHECKS[check](r) == [] for check in ("workloads", "env names", "redis clients", "redis acl"))
+    made = {x["metadata"]["name"] for x in r.of_kind("Secret")}
+    assert {"rampart-redis-tls", "rampart-worker-tls"} <= made
+
+
+def test_redis_tls_refuses_what_it_cannot_serve() -> None:
+    with pytest.raises(Exception, match=r"tls\.enabled=true"):
+        render("small", {**REDIS_TLS, "tls": {"enabled": False}})
+    with pytest.raises(Exception, match=r"endpoints\.redis\.tls"):
+        render("small", {**REDIS_TLS, "endpoints": {"redis": {"host": "cache.example"}}})
+
+
+def test_the_rendered_redis_tls_serves_its_clients(tmp_path: Path) -> None:
+    """Debian's redis-server 7 with the rendered TLS arguments, certificate and aclfile: a client
+    checking the CA from the worker's Secret and the name it dials (rampart-redis) logs in as the
+    worker; plaintext is refused; the rendered probe's redis-cli answers PONG."""
+    import socket
+    import ssl
+
+    import redis as redis_py
+
+    from services.common.net import free_port
+    from services.common.redis_server import redis_command, redis_server_binary
+
+    r = render("small", REDIS_TLS)
+    secrets = dp.rendered_secrets(r)
+    mount = r.values["tls"]["mountPath"]
+    for key, value in secrets["rampart-redis-tls"].items():
+        (tmp_path / key).write_text(value)
+    (tmp_path / "worker-ca.crt").write_text(secrets["rampart-worker-tls"]["ca.crt"])
+    (tmp_path / "users.acl").write_text(secrets["rampart-redis-acl"]["users.acl"])
+    c = first_container(r, "redis")
+    port = free_port()
+    tls_args = [a.replace(mount, str(tmp_path)).replace("6379", str(port)) for a in c["args"][-12:]]
+    binary = redis_server_binary()
+    assert binary is not None, "redis-server is not installed: run `make system-deps`"
+    command = [
+        *redis_command(binary, port, aclfile=tmp_path / "users.acl"),
+        "--dir",
+        str(tmp_path),
+        *tls_args,
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    context = ssl.create_default_context(cafile=str(tmp_path / "worker-ca.crt"))
+
+    def worker_ping() -> bytes:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=2)
+        with raw, context.wrap_socket(raw, server_hostname="rampart-redis") as tls:
+            password = secrets["rampart-redis-worker"]["password"]
+            tls.sendall(f"AUTH worker {password}\r\nPING\r\n".encode())
+            got = b""
+            while got.count(b"\r\n") < 2 and (chunk := tls.recv(100)):  # two replies, in any records
+                got += chunk
+            return got
+
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert worker_ping() == b"+OK\r\n+PONG\r\n"
+                break
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
+                time.sleep(0.1)
+        with pytest.raises(redis_py.ConnectionError):  # plaintext on the TLS port
+            redis_py.Redis(port=port, socket_timeout=2, socket_connect_timeout=2).ping()
+        probe_env = {
+            "REDISCLI_AUTH": secrets["rampart-redis-probe"]["password"],
+            "REDISCLI_TLS_ARGS": env_of(c)["REDISCLI_TLS_ARGS"]["value"].replace(mount, str(tmp_path))
+            + f" -p {port}",
+            "PATH": "/usr/bin:/bin",
+        }
+        probe = subprocess.run(c["readinessProbe"]["exec"]["command"], env=probe_env, timeout=10, check=False)
+        assert probe.returncode == 0
     finally:
         proc.terminate()
         proc.wait(10)
@@ -1032,6 +1364,64 @@ def test_tls_check_breaks() -> None:
 
     for change in (plaintext_client, borrowed_secret, writable, wrong_names, other_ca):
         assert tls_problems(broken("small", change)), change.__name__
+
+
+def test_caller_check_breaks() -> None:
+    var = "RAMPART_RETRIEVAL_SERVICE__ALLOWED_CALLERS"
+
+    def gateway_admitted(r: Rendered) -> None:  # retrieval also admits the gateway, which never calls it
+        env_var(r, "retrieval", var)["value"] = '["rampart-orchestrator","rampart-ingest","rampart-gateway"]'
+
+    def bare_names(r: Rendered) -> None:  # the settings' defaults, which no chart certificate carries
+        env_var(r, "retrieval", var)["value"] = '["orchestrator","ingest"]'
+
+    def unset(r: Rendered) -> None:
+        first_container(r, "ingest")["env"] = [
+            v for v in first_container(r, "ingest")["env"] if not v["name"].endswith("__ALLOWED_CALLERS")
+        ]
+
+    for change in (gateway_admitted, bare_names, unset):
+        assert caller_problems(broken("small", change)), change.__name__
+
+
+def test_triton_tls_check_breaks() -> None:
+    def plaintext(r: Rendered) -> None:  # Triton without its TLS flags
+        c = first_container(r, "triton")
+        c["args"] = [a for a in c["args"] if not a.startswith("--grpc-use-ssl")]
+
+    def not_mutual(r: Rendered) -> None:  # TLS, but any client may call
+        c = first_container(r, "triton")
+        c["args"] = [a for a in c["args"] if a != "--grpc-use-ssl-mutual=true"]
+
+    def client_plaintext(r: Rendered) -> None:
+        env_var(r, "orchestrator", "RAMPART_RERANK__TRITON__TLS__ENABLED")["value"] = "false"
+
+    def wrong_names(r: Rendered) -> None:  # Triton serves the gateway's certificate
+        secrets = {x["metadata"]["name"]: x for x in r.of_kind("Secret")}
+        secrets["rampart-triton-tls"]["data"] = secrets["rampart-gateway-tls"]["data"]
+
+    for change in (plaintext, not_mutual, client_plaintext, wrong_names):
+        assert triton_tls_problems(broken("small", change)), change.__name__
+    assert triton_tls_problems(render("small", {"tls": {"enabled": False}})) == []
+
+
+def test_redis_tls_check_breaks() -> None:
+    def plaintext_client(r: Rendered) -> None:
+        var = env_var(r, "worker", "RAMPART_FACTCHECK__CELERY__BROKER_URL")
+        var["value"] = var["value"].replace("rediss://", "redis://").split("?")[0]
+
+    def no_tls_args(r: Rendered) -> None:
+        c = first_container(r, "redis")
+        c["args"] = c["args"][:-12]
+
+    def probe_without_ca(r: Rendered) -> None:
+        env_var(r, "redis", "REDISCLI_TLS_ARGS")["value"] = "--tls --insecure"
+
+    for change in (plaintext_client, no_tls_args, probe_without_ca):
+        r = render("small", REDIS_TLS)
+        copy_ = Rendered(r.profile, copy.deepcopy(r.values), copy.deepcopy(r.docs))
+        change(copy_)
+        assert redis_tls_problems(copy_), change.__name__
 
 
 def test_health_probe_check_breaks() -> None:

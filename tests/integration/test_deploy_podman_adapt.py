@@ -89,8 +89,8 @@ def test_dependent_variables_are_resolved_and_probes_dropped() -> None:
 def test_secrets_take_the_shape_podman_reads() -> None:
     a = adapted()
     redis = {f"rampart-redis-{role}" for role in ("gateway", "orchestrator", "worker", "probe")}
-    assert set(a.env_secrets) == {"rampart-internal-token", "rampart-ray-token"} | redis
-    tls = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest")}
+    assert set(a.env_secrets) == {"rampart-internal-token", "rampart-ray-token", "rampart-key-pepper"} | redis
+    tls = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", "triton")}
     assert set(a.volume_secrets) == {"rampart-api-keys", "rampart-redis-acl"} | tls
     # the same values the chart generated, not new ones
     assert a.env_secrets["rampart-redis-worker"] == dp.rendered_secrets(small())["rampart-redis-worker"]

@@ -272,20 +272,38 @@ def test_ingest_and_retrieval_processes_talk_over_mtls_and_refuse_strangers(
     )
     stack.ingest.probe_auth = stack.retrieval.probe_auth
     with stack:
+        # each caller with the certificate of the component it stands for: the services' default
+        # allowed_callers admit the gateway to ingest and the orchestrator to retrieval
         client = RemoteIngest.from_settings(
-            remote(certs).model_copy(update={"ingest_address": stack.ingest.address}),
+            remote(certs, "gateway").model_copy(update={"ingest_address": stack.ingest.address}),
             max_message_bytes=32 * 1024 * 1024,
         )
         doc = Document(
             id="d1", tenant="acme", acl=Acl(groups=["eng"]), title="Leave", text="Leave is 16 weeks."
         )
         assert [r.outcome for r in client.ingest([doc])] == ["indexed"]
-        index = RemoteIndex.connect(stack.retrieval.address, remote(certs))
+        index = RemoteIndex.connect(stack.retrieval.address, remote(certs, "orchestrator"))
         assert {
             c.doc_id for c in index.chunks([h for h, _ in index.bm25("leave", ALICE, 5)], ALICE).values()
         } == {"d1"}
         index.close()
         client.close()
+        # a certificate of the CA with the token, but of a component without that edge
+        stranger = RemoteIndex.connect(stack.retrieval.address, remote(certs, "gateway"))
+        with pytest.raises(RampartError) as denied:
+            stranger.stats()
+        assert (
+            denied.value.code is ErrorCode.PERMISSION_DENIED and denied.value.details["caller"] == "gateway"
+        )
+        stranger.close()
+        tool = RemoteIngest.from_settings(
+            remote(certs, "client").model_copy(update={"ingest_address": stack.ingest.address}),
+            max_message_bytes=32 * 1024 * 1024,
+        )
+        with pytest.raises(RampartError) as denied:
+            tool.ingest([doc])
+        assert denied.value.code is ErrorCode.PERMISSION_DENIED and denied.value.details["caller"] == "client"
+        tool.close()
         ch = open_channel(stack.ingest.address, auth=ServiceAuth.from_settings(remote(certs, token=None)))
         for method in ingest_pb2.DESCRIPTOR.services_by_name["IngestService"].methods:
             call = ch.unary_unary(

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from services.common.dev_certs import make_dev_certs
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
-from services.rerank.config import TritonSettings
+from services.rerank.config import TritonSettings, TritonTlsSettings
 from services.rerank.reranker import Reranker
 from services.rerank.stage import RerankStage
 from services.rerank.triton_reranker import TritonReranker
+from services.rerank.triton_server import TritonServerTls
 from tests.conftest import start_triton
 from tests.contracts.reranker import PASSAGES, RerankerContract
 from tests.unit.test_rerank_stage import HITS, hit
@@ -108,4 +110,43 @@ def test_server_dying_mid_batch_degrades_then_recovers(models_dir: Path, tmp_pat
         assert [h.chunk.doc_id for h in result.hits][:4] == ["d0", "d1", "d2", "d3"]  # type: ignore[attr-defined]
     finally:
         remote.close()
+        server.stop()  # type: ignore[attr-defined]
+
+
+def test_triton_over_mutual_tls_serves_only_clients_of_its_ca(
+    reranker: Reranker, models_dir: Path, tmp_path: Path
+) -> None:
+    """The launcher's --grpc-use-ssl-mutual flags on the real tritonserver, and the client's TLS from
+    settings: the orchestrator's certificate of the same CA scores as the in-process model does; a
+    plaintext client, a TLS client without a certificate and one of another CA are refused."""
+    certs = make_dev_certs(tmp_path / "certs", ("triton", "orchestrator"))
+    other = make_dev_certs(tmp_path / "other", ("orchestrator",))
+    tls = TritonServerTls(certs.cert("triton"), certs.key("triton"), certs.ca)
+    server = start_triton(models_dir, tmp_path / "triton", tls=tls)
+    url = server.grpc_url  # type: ignore[attr-defined]
+
+    def client_tls(ca: Path, cert: Path | None, key: Path | None) -> TritonSettings:
+        tls = TritonTlsSettings(enabled=True, ca_file=ca, cert_file=cert, key_file=key)
+        return TritonSettings(url=url, tls=tls, retries=0)
+
+    try:
+        remote = TritonReranker.connect(
+            client_tls(certs.ca, certs.cert("orchestrator"), certs.key("orchestrator")), wait_s=10
+        )
+        local = reranker.score("vpn setup", PASSAGES)
+        assert remote.score("vpn setup", PASSAGES) == pytest.approx(local, abs=1e-4)
+        remote.close()
+        strangers = {
+            "plaintext": TritonSettings(url=url, retries=0),
+            "no client certificate": client_tls(certs.ca, None, None),
+            "another CA's certificate": client_tls(
+                certs.ca, other.cert("orchestrator"), other.key("orchestrator")
+            ),
+        }
+        for what, cfg in strangers.items():
+            with pytest.raises(RampartError) as err:
+                TritonReranker.connect(cfg)
+            assert err.value.code is ErrorCode.UNAVAILABLE, what
+        assert "rerank.triton.tls" in err.value.message  # a refused handshake names the settings
+    finally:
         server.stop()  # type: ignore[attr-defined]

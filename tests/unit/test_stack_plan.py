@@ -188,3 +188,42 @@ def test_the_gateway_keeps_feedback_in_the_stacks_durable_redis(tmp_path: Path) 
     redis = got["redis"].argv
     assert redis[redis.index("--appendonly") + 1] == "yes"
     assert redis[redis.index("--dir") + 1] == str(s.stack_dir().resolve())
+
+
+def test_triton_grpc_is_mutual_tls_with_the_stack_ca_and_the_orchestrator_presents_its_own(
+    tmp_path: Path,
+) -> None:
+    """stack.tls: `triton serve` gets the triton certificate and the CA (mutual TLS), the orchestrator
+    (the only program that reranks) the CA and its own certificate in rerank.triton.tls."""
+    s = settings(tmp_path)
+    got = {p.name: p for p in programs(s)}
+    argv = got["triton"].argv
+    folder = s.stack_dir().resolve() / "certs"
+    for flag, file in (
+        ("--grpc-cert", "triton.pem"),
+        ("--grpc-key", "triton-key.pem"),
+        ("--grpc-ca", "ca.pem"),
+    ):
+        assert argv[argv.index(flag) + 1] == str(folder / file)
+    env = got["orchestrator"].env
+    assert env["RAMPART_RERANK__TRITON__TLS__ENABLED"] == "true"
+    assert env["RAMPART_RERANK__TRITON__TLS__CA_FILE"] == str(folder / "ca.pem")
+    assert env["RAMPART_RERANK__TRITON__TLS__CERT_FILE"] == str(folder / "orchestrator.pem")
+    loaded = RampartSettings(
+        **{
+            "rerank": {
+                "triton": {
+                    "tls": {
+                        k.removeprefix("RAMPART_RERANK__TRITON__TLS__").lower(): v
+                        for k, v in env.items()
+                        if "__TLS__" in k and "TRITON" in k
+                    }
+                }
+            }
+        }
+    )  # type: ignore[arg-type]
+    assert loaded.rerank.triton.tls.key_file == folder / "orchestrator-key.pem"
+    assert not [k for p in got.values() if p.name != "orchestrator" for k in p.env if "TRITON__TLS" in k]
+    plain = {p.name: p for p in programs(settings(tmp_path / "plain", stack={"tls": False}))}
+    assert "--grpc-cert" not in plain["triton"].argv
+    assert "RAMPART_RERANK__TRITON__TLS__ENABLED" not in plain["orchestrator"].env

@@ -105,8 +105,8 @@ user {{ $role }} off {{ $u.rules }}
 {{- end -}}
 {{- $signer := buildCustomCert (index $g.ca "tls.crt") (index $g.ca "tls.key") -}}
 {{- range $name, $c := $root.Values.components -}}
-{{- if and $c.enabled $c.mtls -}}
 {{- $ctx := dict "root" $root "name" $name "comp" $c -}}
+{{- if and $c.enabled (include "rampart.hasCert" $ctx) -}}
 {{- $prev := lookup "v1" "Secret" $ns (include "rampart.tlsSecret" $ctx) -}}
 {{- $d := dig "data" dict $prev -}}
 {{- if and (hasKey $d "tls.crt") (hasKey $d "tls.key") (eq (index $d "ca.crt" | default "") (index $g.ca "tls.crt")) (gt (include "rampart.notAfter" $prev | atoi) $renewBy) -}}

@@ -50,10 +50,37 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- $db := index . 1 -}}
 {{- $r := $root.Values.endpoints.redis -}}
 {{- $host := $r.host | default (printf "%s-redis" (include "rampart.fullname" $root)) -}}
-{{- if $r.tls -}}
+{{- if include "rampart.redisTls" $root -}}
+rediss://$(REDIS_USERNAME):$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}?ssl_cert_reqs=required&ssl_ca_certs={{ $root.Values.tls.mountPath }}/ca.crt
+{{- else if $r.tls -}}
 rediss://$(REDIS_USERNAME):$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}?ssl_cert_reqs=required
 {{- else -}}
 redis://$(REDIS_USERNAME):$(REDIS_PASSWORD)@{{ $host }}:{{ $r.port }}/{{ $db }}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the in-cluster Redis serves TLS (redis.tls.enabled); refused without the chart's CA
+     or with an external Redis, whose TLS is endpoints.redis.tls. Args: root. */}}
+{{- define "rampart.redisTls" -}}
+{{- $v := .Values -}}
+{{- if dig "tls" "enabled" false ($v.redis | default dict) -}}
+{{- if not $v.tls.enabled -}}
+{{- fail "redis.tls.enabled needs the chart's CA: set tls.enabled=true (or redis.tls.enabled=false)" -}}
+{{- end -}}
+{{- if $v.endpoints.redis.host -}}
+{{- fail (printf "redis.tls.enabled is for the in-cluster Redis, but endpoints.redis.host is %q: set endpoints.redis.tls for an external one" $v.endpoints.redis.host) -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when a component gets its certificate Secret mounted while tls.enabled: a gRPC component
+     (mtls), and with redis.tls.enabled the Redis server and its clients (they need the CA).
+     Args: dict root name comp. */}}
+{{- define "rampart.hasCert" -}}
+{{- $c := .comp -}}
+{{- if and .root.Values.tls.enabled (or $c.mtls (and (include "rampart.redisTls" .root) (or $c.redisServer $c.redisUser))) -}}
+true
 {{- end -}}
 {{- end -}}
 
@@ -76,7 +103,7 @@ capabilities:
 {{- $root := .root -}}
 {{- $c := .comp -}}
 {{- $uid := $c.runAsUser | default 10001 -}}
-{{- $tls := and $root.Values.tls.enabled $c.mtls -}}
+{{- $tls := include "rampart.hasCert" . -}}
 {{- if not .ray }}
 serviceAccountName: {{ include "rampart.name" . }}
 automountServiceAccountToken: false
@@ -118,9 +145,16 @@ containers:
     command:
       {{- toYaml . | nindent 6 }}
     {{- end }}
-    {{- with $c.args }}
+    {{- if or $c.args (and $tls $c.tlsArgs) }}
     args:
+      {{- with $c.args }}
       {{- toYaml . | nindent 6 }}
+      {{- end }}
+      {{- if $tls }}
+      {{- range $c.tlsArgs }}
+      - {{ tpl . $root | quote }}
+      {{- end }}
+      {{- end }}
     {{- end }}
     ports:
       {{- range $c.ports }}
@@ -133,7 +167,7 @@ containers:
         containerPort: {{ $c.grpcHealth.port }}
         protocol: TCP
       {{- end }}
-    {{- if or $c.secretEnv $c.rampart $c.env $c.redisUser }}
+    {{- if or $c.secretEnv $c.rampart $c.env $c.redisUser (and $tls $c.tlsEnv) }}
     env:
       {{- with $c.redisUser }}
       {{- $s := index $root.Values.secrets (index $root.Values.redisUsers .).secret }}
@@ -155,8 +189,14 @@ containers:
             key: {{ $s.key }}
             optional: false
       {{- end }}
-      {{- if $tls }}
+      {{- if and $tls $c.rampart }}
       {{- include "rampart.tlsEnv" . | nindent 6 }}
+      {{- end }}
+      {{- if $tls }}
+      {{- range $k, $v := $c.tlsEnv }}
+      - name: {{ $k }}
+        value: {{ tpl (toString $v) $root | quote }}
+      {{- end }}
       {{- end }}
       {{- if $c.rampart }}
       {{- range $k, $v := $root.Values.global.env }}
@@ -285,6 +325,23 @@ volumes:
 - name: {{ .setting }}
   value: {{ .port | quote }}
 {{- end }}
+{{- with .comp.grpcCallers }}
+- name: {{ .setting }}
+  value: {{ include "rampart.callerIds" (dict "root" $.root "callers" .components) | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* A gRPC server's allowed_callers: each caller's identity, the CN its certificate carries (the first
+     of rampart.tlsNames, <release>-<component>, as generated or issued by cert-manager), as JSON.
+     Args: dict root callers. */}}
+{{- define "rampart.callerIds" -}}
+{{- $root := .root -}}
+{{- $ids := list -}}
+{{- range .callers -}}
+{{- $ctx := dict "root" $root "name" . "comp" (index $root.Values.components . | default dict) -}}
+{{- $ids = append $ids (include "rampart.tlsNames" $ctx | fromJsonArray | first) -}}
+{{- end -}}
+{{- toJson $ids -}}
 {{- end -}}
 
 {{/* The pod template's annotations: a checksum of each generated file it mounts (its certificate, the
@@ -296,7 +353,7 @@ volumes:
 {{- with $c.config }}
 checksum/config: {{ toYaml .files | sha256sum }}
 {{- end }}
-{{- if and .root.Values.tls.enabled $c.mtls (hasKey $g.tls .name) }}
+{{- if and (include "rampart.hasCert" .) (hasKey $g.tls .name) }}
 checksum/tls: {{ index $g.tls .name "tls.crt" | sha256sum }}
 {{- end }}
 {{- range $f := $c.secretFiles }}
