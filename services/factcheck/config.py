@@ -179,8 +179,8 @@ class FactCheckSettings(BaseModel):
     altered_copies: bool = Field(
         default=True,
         description="A passage that repeats an older document word for word but for one or two claims it "
-        "replaced (not its subject, not a word the query names, not a spelling) is COUNTERFACTUAL: a "
-        "genuine passage with its answer swapped (detectors/altered_copy.py; needs copy_min_docs > 0, "
+        "replaced (not its subject, not a word the query names, not a spelling), arrived after the "
+        "passages around it, is ADVERSARIAL: a genuine passage with its answer swapped (detectors/altered_copy.py; needs copy_min_docs > 0, "
         "which makes the search report the copies; docs/factcheck.md, 'altered copies')",
     )
     edit_cosine: float = Field(

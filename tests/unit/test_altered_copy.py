@@ -74,9 +74,9 @@ def test_the_rule_withholds_the_altered_copy_and_keeps_its_original() -> None:
     altered: CheckInput = item("new", swapped, copy_edits=edits)
     out = judge([original, altered], query=QUERY)
     assert out[0].verdict is Verdict.RELEVANT
-    assert out[1].verdict is Verdict.COUNTERFACTUAL and out[1].reason.startswith("altered copy")
+    assert out[1].verdict is Verdict.ADVERSARIAL and out[1].reason.startswith("altered copy")
     off = judge([original, altered], FactCheckSettings(altered_copies=False), query=QUERY)
-    assert off[1].verdict is not Verdict.COUNTERFACTUAL or not off[1].reason.startswith("altered copy")
+    assert not off[1].reason.startswith("altered copy")
 
 
 def test_the_search_reads_copies_down_to_the_edit_cosine_only_when_a_rule_needs_them() -> None:
@@ -85,3 +85,42 @@ def test_the_search_reads_copies_down_to_the_edit_cosine_only_when_a_rule_needs_
     assert FactCheckSettings(altered_copies=False).copy_overlap() == 0.0
     assert FactCheckSettings(altered_copies=False, copy_planting=True).copy_overlap() == s.copy_threshold
     assert FactCheckSettings(copy_min_docs=0).copy_overlap() == 0.0
+
+
+def test_an_altered_copy_loaded_with_its_collection_stands_flagged() -> None:
+    """Arrival order: a report's next edition, written amid the documents around it, is not planted."""
+    mosque = "The Laleli Mosque stands in Fatih, Istanbul; the sultan had it built in 1763."
+    swapped = mosque.replace("1763", "1863")
+    around = [
+        item("honest0", "The Esma Sultan Mansion is a yalı on the Bosphorus in Ortaköy."),
+        item("honest1", "The palace was built for a sultan's daughter."),
+        item("honest2", "Fatih is the historic peninsula of Istanbul."),
+        item("honest3", "The same neighborhood holds the mansion and a mosque."),
+    ]
+    around = [a.model_copy(update={"arrival": 10 + i}) for i, a in enumerate(around)]
+
+    def altered(arrival: int) -> CheckInput:
+        return item("new", swapped, copy_edits=[edit_of(swapped, mosque)], arrival=arrival)
+
+    amid = judge([altered(11), item("old", mosque, arrival=1), *around])[0]
+    assert amid.verdict is Verdict.RELEVANT and "altered copy (" in amid.reason
+    assert "but not planted late" in amid.reason
+    late = judge([altered(500), item("old", mosque, arrival=1), *around])[0]
+    assert late.verdict is Verdict.ADVERSARIAL and late.reason.startswith("altered copy")
+
+
+def test_the_copies_that_altered_a_passage_do_not_make_it_a_campaign_member() -> None:
+    """Two tampered copies of a genuine passage are near-copies of it; they attack it, they do not
+    vouch for it as fellow members of a planted group."""
+    first = ORIGINAL.replace("Tampa, Florida", "Glendale, Arizona")
+    second = ORIGINAL.replace("Tampa, Florida", "Miami Gardens, Florida")
+    original = item("old", ORIGINAL, copy_cosines=[0.9, 0.85, 0.3], copy_arrivals=[500, 501, 7])
+    altered = [
+        item(f"new{i}", text, copy_edits=[edit_of(text)], arrival=500 + i)
+        for i, text in enumerate((first, second))
+    ]
+    out = judge([original, *altered], query=QUERY)
+    assert [j.verdict for j in out] == [Verdict.RELEVANT, Verdict.ADVERSARIAL, Verdict.ADVERSARIAL]
+    assert all(j.reason.startswith("altered copy") for j in out[1:])
+    off = judge([original, *altered], FactCheckSettings(altered_copies=False), query=QUERY)
+    assert off[0].verdict is Verdict.ADVERSARIAL and off[0].reason.startswith("planted copies")

@@ -22,9 +22,8 @@ spans the passage replaced) is an alteration of a claim only when
   however often it repeats it.
 
 Scanned query-free over the clean corpora here (HotpotQA-500, SciFact, 2WikiMultihopQA-164 and the four
-classic collections, 15,832 documents), this finds 2 documents, both a later edition of a CISI report;
-on RGB's counterfactual set it finds the swapped twin of every original it is compared with
-(docs/journal/2026-11-29-altered-copies.md).
+classic collections, 15,832 documents), these tests find 2 documents, both a later edition of a CISI
+report; what they catch on RGB's counterfactual set: docs/journal/2026-11-29-altered-copies.md.
 """
 
 from __future__ import annotations

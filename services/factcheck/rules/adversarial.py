@@ -1,8 +1,8 @@
 """Rule 1 of docs/factcheck.md ("The rules", 1): passages that are not evidence but an attack.
 
-ADVERSARIAL: text addressed to a model, one of a near-duplicate cluster, one with planted copies
-elsewhere in the corpus, the query pasted in, keyword stuffing; then, once the check has flagged
-members, a passage repeating their planted claim. COUNTERFACTUAL: a passage framing its own claim as
+ADVERSARIAL: text addressed to a model, an altered copy of an older document, one of a near-duplicate
+cluster, one with planted copies elsewhere in the corpus, the query pasted in, keyword stuffing; then,
+once the check has flagged members, a passage repeating their planted claim. COUNTERFACTUAL: a passage framing its own claim as
 contrary to fact. These come first, before relevance, and with an LLM judge too: a model reading
 hostile text is what the detectors protect. Untrusted sources face every content threshold times
 ``untrusted_factor`` (:meth:`Check.factor`).
@@ -11,6 +11,7 @@ hostile text is what the detectors protect. Untrusted sources face every content
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from services.common.subjects import subject_context
 from services.common.verdicts import Verdict
@@ -82,7 +83,7 @@ def planted_copies(c: Check, k: int) -> Ruling | None:
     return Ruling(Verdict.ADVERSARIAL, copies.score, why, planted=True)
 
 
-def came_with_context(c: Check, k: int) -> str | None:
+def came_with_context(c: Check, k: int, flagged: Sequence[bool] = ()) -> str | None:
     """Why passage ``k`` did not arrive after the documents around it, or ``None`` when it did or that
     is not known.
 
@@ -90,7 +91,8 @@ def came_with_context(c: Check, k: int) -> str | None:
     after most of the honest passages that rank beside them; abstracts of one field loaded together, or
     a handbook's pages, come in no such order. "Around it": the check's other judged passages that no
     attack detector flags on its own, its own document and its near-copies (the group, by write order)
-    aside. The passage is late when written after at least half of them; with none to compare, or
+    aside, and any ``flagged`` by the caller's own detector (other altered copies, planted after the
+    corpus like this one). The passage is late when written after at least half of them; with none to compare, or
     without a write order (an index that does not report one), it counts as late: the rule then
     withholds as it did before this test existed. Write order is the index's chunk sequence: a new
     version of a document is a new arrival."""
@@ -108,6 +110,7 @@ def came_with_context(c: Check, k: int) -> str | None:
         for j, other in enumerate(c.items)
         if j != k
         and not alone[j]
+        and not (j < len(flagged) and flagged[j])
         and other.doc_id != item.doc_id
         and (a := other.arrival) is not None
         and a not in group
@@ -169,8 +172,9 @@ def how_planted(c: Check, k: int) -> str | None:
 
 def _flagged_alone(c: Check) -> list[bool]:
     """Per judged passage: does an attack detector of rule 1 flag it by itself (detectors over budget,
-    text addressed to a model, a near-duplicate cluster, near-copies, the query pasted in, stuffing)? Computed once per
-    check; the arrival test compares a passage only with passages none of these flag."""
+    text addressed to a model, a near-duplicate cluster, near-copies, the query pasted in, stuffing)?
+    Computed once per check; the arrival test compares a passage only with passages none of these
+    flag."""
     if c.flagged_alone is None:
         c.flagged_alone = [
             _copies(c, j).score > 0
@@ -183,19 +187,47 @@ def _flagged_alone(c: Check) -> list[bool]:
 
 def _copies(c: Check, k: int) -> Signal:
     """The planted-copies detector on passage ``k`` (``detectors/planted_copies.py``), with the check's
-    settings."""
+    settings, not counting the copies that altered it (:func:`_alterers`): a tampered copy of a genuine
+    passage is an attack on it, not a fellow member of a campaign it belongs to."""
     item, s = c.items[k], c.settings
+    cosines, neighbors, leads = item.copy_cosines, item.copy_neighbors, item.copy_leads
+    alterers = _alterers(c, k)
+    if alterers and cosines is not None and item.copy_arrivals:
+        keep = [i for i, a in enumerate(item.copy_arrivals) if a not in alterers and i < len(cosines)]
+        cosines = [cosines[i] for i in keep]
+        neighbors = [neighbors[i] for i in keep if i < len(neighbors)] if neighbors is not None else None
+        leads = [leads[i] for i in keep if i < len(leads)] if leads is not None else None
     return planted_copies_signal(
-        item.copy_cosines,
+        cosines,
         threshold=s.copy_threshold,
         min_copies=s.copy_min_docs,
-        neighbors=item.copy_neighbors,
+        neighbors=neighbors,
         border=s.copy_border_threshold,
         slack=s.copy_border_slack,
-        leads=item.copy_leads,
-        words=subject_context(item.text, c.query) if s.copy_subjects and item.copy_leads else None,
+        leads=leads,
+        words=subject_context(item.text, c.query) if s.copy_subjects and leads else None,
         island=s.copy_island_gap,
     )
+
+
+def _alterers(c: Check, k: int) -> set[int]:
+    """The write orders of the check's passages that are altered copies of passage ``k``'s document
+    (the altered-copies detector on their edit of it)."""
+    if not c.settings.altered_copies:
+        return set()
+    doc, asked = c.items[k].doc_id, _asked(c)
+    return {
+        other.arrival
+        for j, other in enumerate(c.items)
+        if j != k
+        and other.arrival is not None
+        and altered_copy_signal([e for e in other.copy_edits or () if e.doc_id == doc], asked).score > 0
+    }
+
+
+def _asked(c: Check) -> list[str]:
+    """The query's content words: what the altered-copies detector reads as naming a subject."""
+    return [w for w in words(c.query) if content_word(w)]
 
 
 def query_copy(c: Check, k: int) -> Ruling | None:
@@ -234,19 +266,30 @@ def framing(c: Check, k: int) -> Ruling | None:
 def altered_copy(c: Check, k: int) -> Ruling | None:
     """An older document says the same word for word but for one claim, which this passage replaced
     (``detectors/altered_copy.py``): a genuine passage with its answer swapped, planted beside the
-    original. COUNTERFACTUAL: the copy is not an independent source for the claim it changed, and the
-    document it copied, written first, says otherwise. A new version of the same document replaces the
-    old one in the index and is never compared with it; a copy pasted whole replaces nothing.
-    docs/factcheck.md, rule 1 ("altered copies")."""
-    if not c.settings.altered_copies:
+    original. ADVERSARIAL, not COUNTERFACTUAL (which the ``min_keep`` fallback may still return): the
+    copy is no independent source for the claim it changed, but a tampered copy of the document it
+    copied, which was written first and says otherwise. A new version of the same document replaces the
+    old one in the index and is never compared with it; a copy pasted whole replaces nothing. With
+    ``arrival_order``, only when the passage arrived after most of the unflagged passages around it
+    (:func:`came_with_context`): a report's next edition, loaded with the collection it belongs to,
+    stands, its edit named in its reason. docs/factcheck.md, rule 1 ("altered copies")."""
+    signal = _altered(c, k)
+    if signal.score <= 0:
         return None
-    asked = [w for w in words(c.query) if content_word(w)]
-    signal = altered_copy_signal(c.items[k].copy_edits, asked)
-    if signal.score > 0:
-        return Ruling(
-            Verdict.COUNTERFACTUAL, signal.score, f"altered copy — {signal.evidence}{c.trust_note(k)}"
-        )
-    return None
+    others = [j != k and _altered(c, j).score > 0 for j in range(len(c.items))]
+    if c.settings.arrival_order and (came := came_with_context(c, k, others)) is not None:
+        c.kept[k] = f"altered copy ({signal.evidence}), but not planted late: {came}"
+        return None
+    why = f"altered copy — {signal.evidence}{c.trust_note(k)}"
+    return Ruling(Verdict.ADVERSARIAL, signal.score, why)
+
+
+def _altered(c: Check, k: int) -> Signal:
+    """The altered-copy detector on passage ``k`` (``detectors/altered_copy.py``), with the query's
+    content words; none when the rule is off."""
+    if not c.settings.altered_copies:
+        return Signal.none()
+    return altered_copy_signal(c.items[k].copy_edits, _asked(c))
 
 
 def planted_claim(c: Check) -> None:
