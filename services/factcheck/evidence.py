@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 # a longer text is a malformed or hostile input, and the detectors must stay fast).
 MAX_CHARS = 20_000
 # Version of the evidence recipe: part of every cache key, bump when a detector changes.
-EVIDENCE_VERSION = "evidence-2"  # 2: the framing detector
+EVIDENCE_VERSION = "evidence-3"  # 2: the framing detector; 3: the output-directive injection family
 
 
 class CheckInput(BaseModel):

@@ -103,6 +103,7 @@ KNOWN: list[tuple[str, Callable[[str], object], Callable[[int], str], int]] = [
     ("many ![", detect_injection, _pump("", "![", ""), 1500),
     ("blank lines", detect_injection, _pump("a", "\n", "x"), 1000),
     ("model markup lines", detect_injection, _pump("", "\n \n", "## x"), 500),
+    ("short sentences, no reply", detect_injection, _pump("", ". a x", " your"), 2000),
     ("leading comments", _sniff, _pump("", "<!---->", "x"), 11),
     ("front matter title", lambda t: _split_front_matter(t), _pump("---\ntitle: a", " ", "b\n---\n"), 1000),
     ("follow-up spaces", ellipsis, _pump("and", " ", ""), 150),

@@ -78,6 +78,20 @@ PATTERNS: list[tuple[str, float, re.Pattern[str]]] = [
         ),
     ),
     (
+        # What to put in "your response/reply/answer/output": a reader of a document writes no answer,
+        # the model answering from it does. The phrase occurs in none of 29,970 clean dev passages
+        # (policies, abstracts, news, e-mails, tables, code answers) and in 48 of BIPIA's 125 injected
+        # instructions (docs/journal/2026-11-29-altered-copies.md); an e-mail's "Thank you for your
+        # reply" opens with a word the sentence check skips. Linear: the prefix is bounded ({0,80}).
+        "output_directive",
+        1.0,
+        re.compile(
+            r"(?:^|[.!?:;]\s+|\n)[^\S\n]*(?!(?:i|we|thanks?|looking|appreciate|awaiting|best|kind|regards|"
+            r"sincerely|many)\b)(?:[^.?!\n]|[.?!](?=\S)){0,80}?\b\w+\s+your\s+(?:response|reply|answer|output)s?\b",
+            _FLAGS,
+        ),
+    ),
+    (
         "exfiltration",
         0.6,
         re.compile(
