@@ -16,6 +16,7 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.types import (
     Acl,
     Chunk,
+    CopyEdit,
     Document,
     DocumentState,
     DocumentStatus,
@@ -218,9 +219,18 @@ def test_scored_chunk_copy_neighbors_round_trip() -> None:
         arrival=2**40,
         copy_arrivals=[3, 2**41],
         copy_overlaps=[0.875],
+        copy_edits=[
+            CopyEdit(
+                doc_id="d1",
+                replaced=[("tampa florida", "glendale arizona")],
+                heading=False,
+                one_sided=["tampa"],
+            )
+        ],
     )
     back = wire.scored_chunk_from_pb(bytes_trip(wire.scored_chunk_to_pb(s)))  # type: ignore[arg-type]
     assert back.copy_neighbors == [[0.9, 0.85, 0.1]] and back == s and back.copy_overlaps == [0.875]
+    assert back.copy_edits == s.copy_edits  # the altered-copies rule reads them behind the gRPC hop
     assert (back.arrival, back.copy_arrivals) == (2**40, [3, 2**41])
     plain = wire.scored_chunk_from_pb(
         bytes_trip(wire.scored_chunk_to_pb(ScoredChunk(chunk=CHUNK, scores={}, fused=0.1)))
