@@ -39,7 +39,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,10 @@ log = logging.getLogger(__name__)
 
 POSTINGS_BATCH = 256  # keys per multi-search of entity postings past POSTINGS_TOP_HITS
 POSTINGS_PAGE = 10_000  # hits per search: OpenSearch's default index.max_result_window
+# searches per read when chunks no entry records turn up (a write between its steps, a crash's
+# leftovers): each round excludes, inside the query, the ones the rounds before found. One write in
+# flight per document hides at most its old or its new chunks, so a second round is the rare case
+LIVE_ROUNDS = 4
 
 MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
 
@@ -837,17 +841,19 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         scope = self._scope(principal, filters)
         if restrict is not None:
             scope.append({"terms": {"cid": list(restrict)}})
-        body = {
-            "size": limit,
-            "_source": False,
-            "track_total_hits": False,
-            "query": {"bool": {"must": [{"match": {"text": query}}], "filter": scope}},
-            "sort": [{"_score": "desc"}, {"cid": "asc"}],
-            "track_scores": True,
-        }
-        return [
-            (int(h["_id"]), float(h["_score"])) for h in self.t.search(self.chunks_alias, body, "bm25 search")
-        ]
+
+        def body(hide: list[dict[str, Any]]) -> dict[str, Any]:
+            return {
+                "size": limit,
+                "_source": ["doc_id"],
+                "track_total_hits": False,
+                "query": {"bool": {"must": [{"match": {"text": query}}], "filter": [*scope, *hide]}},
+                "sort": [{"_score": "desc"}, {"cid": "asc"}],
+                "track_scores": True,
+            }
+
+        hits = self._live_search(body, principal.tenant, "bm25 search")
+        return [(int(h["_id"]), float(h["_score"])) for h in hits]
 
     def _knn(
         self, field: str, vector: npt.NDArray[np.float32], scope: list[dict[str, Any]], k: int
@@ -883,14 +889,56 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
     ) -> Hits:
         if limit <= 0:
             return []
-        body = {
-            "size": limit,
-            "_source": False,
-            "track_total_hits": False,
-            "query": self._knn("vector", vector, self._scope(principal, filters), limit),
-        }
-        hits = self.t.search(self.chunks_alias, body, "dense search")
+        scope = self._scope(principal, filters)
+
+        def body(hide: list[dict[str, Any]]) -> dict[str, Any]:
+            return {
+                "size": limit,
+                "_source": ["doc_id"],
+                "track_total_hits": False,
+                "query": self._knn("vector", vector, [*scope, *hide], limit),
+            }
+
+        hits = self._live_search(body, principal.tenant, "dense search")
         return [(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits]
+
+    # ---- what a search sees: the chunks each document's entry records --------------------------------
+    def _owned(self, tenant: str, found: Mapping[int, str], *, indexed: bool = False) -> set[int]:
+        """The chunks among ``found`` (chunk id → its document) that their document's entry records as
+        its chunks (``indexed``: of an ``indexed`` entry only, as the graph's reads want). A write puts
+        its new chunks beside the old ones before it records them (services/retrieval/opensearch_repair.py,
+        steps 2-4), and a crash leaves them so until a repair; the entry, read here in real time, says
+        which of the two versions is the document: its old chunks up to step 3, its new ones after."""
+        if not found:
+            return set()
+        keys = sorted({doc_key(tenant, d) for d in found.values()})
+        entries = self.t.mget(self.documents_alias, keys, ["state", "cids"])
+        recorded = {
+            k: {int(c) for c in e.get("cids") or []}
+            for k, e in entries.items()
+            if not indexed or e.get("state") == DocumentState.INDEXED.value
+        }
+        return {cid for cid, d in found.items() if cid in recorded.get(doc_key(tenant, d), ())}
+
+    def _live_search(
+        self, body: Callable[[list[dict[str, Any]]], dict[str, Any]], tenant: str, what: str
+    ) -> list[dict[str, Any]]:
+        """The hits of the search ``body(hide)`` builds (``hide``: filter clauses to add) that their
+        entries own (:meth:`_owned`; each hit needs its ``doc_id`` in ``_source``). Chunks no entry owns
+        are excluded inside the query and the search is run again, so the top k are still the top k of
+        what the principal may see, never a post-filtered remainder; after :data:`LIVE_ROUNDS` rounds
+        that each found new ones (a burst of writes), the owned hits of the last round are returned."""
+        hidden: set[int] = set()
+        owned: set[int] = set()
+        hits: list[dict[str, Any]] = []
+        for _ in range(LIVE_ROUNDS):
+            hits = self.t.search(self.chunks_alias, body(_excluding(hidden)), what)
+            found = {int(h["_id"]): str(h["_source"]["doc_id"]) for h in hits}
+            owned = self._owned(tenant, found)
+            if len(owned) == len(found):
+                return hits
+            hidden |= set(found) - owned
+        return [h for h in hits if int(h["_id"]) in owned]
 
     def named(
         self,
@@ -989,18 +1037,28 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         order = [c for c in cids if c in mine]
         depth = limit * COPY_SEARCH_FACTOR + COPY_SEARCH_EXTRA
         scope = self._scope(principal, None)
-        lines: list[dict[str, Any]] = []
-        for c in order:
-            query = self._knn(
-                "claim_vector", np.asarray(mine[c]["claim_vector"], dtype=np.float32), scope, depth
-            )
-            lines += [{"index": self.chunks_alias}, {"size": depth, "_source": ["doc_id"], "query": query}]
         doc_of = {c: str(mine[c]["doc_id"]) for c in order}
-        found: list[list[tuple[int, float]]] = []
-        for hits in self._msearch(lines, "copy search"):
-            for h in hits:
-                doc_of[int(h["_id"])] = str(h["_source"]["doc_id"])
-            found.append([(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits])
+        hidden: set[int] = set()
+        for _ in range(LIVE_ROUNDS):  # chunks no entry owns are no copies (see _live_search)
+            lines: list[dict[str, Any]] = []
+            for c in order:
+                vector = np.asarray(mine[c]["claim_vector"], dtype=np.float32)
+                query = self._knn("claim_vector", vector, [*scope, *_excluding(hidden)], depth)
+                lines += [
+                    {"index": self.chunks_alias},
+                    {"size": depth, "_source": ["doc_id"], "query": query},
+                ]
+            results = self._msearch(lines, "copy search")
+            seen = {int(h["_id"]): str(h["_source"]["doc_id"]) for hits in results for h in hits}
+            owned = self._owned(principal.tenant, seen)
+            doc_of |= seen
+            if len(owned) == len(seen):
+                break
+            hidden |= set(seen) - owned
+        found = [
+            [(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits if int(h["_id"]) in owned]
+            for hits in results
+        ]
         return closest_per_document(order, found, doc_of, limit)
 
     def _msearch(self, lines: list[dict[str, Any]], what: str) -> list[list[dict[str, Any]]]:
@@ -1048,9 +1106,26 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         if not wanted:
             return {}
         scope = self._scope(principal, filters)
+        hidden: set[int] = set()
+        for _ in range(LIVE_ROUNDS):
+            # mentions of settled documents only, as the embedded index's (a document whose new version is
+            # pending or failed is out of the graph until one is indexed); the rest excluded inside the query
+            got, doc_of = self._postings(wanted, [*scope, *_excluding(hidden)], limit)
+            owned = self._owned(principal.tenant, doc_of, indexed=True)
+            if len(owned) == len(doc_of):
+                return got
+            hidden |= set(doc_of) - owned
+        kept = {k: [c for c in v if c in owned] for k, v in got.items()}
+        return {k: v for k, v in kept.items() if v}
+
+    def _postings(
+        self, wanted: list[str], scope: list[dict[str, Any]], limit: int
+    ) -> tuple[dict[str, list[int]], dict[int, str]]:
+        """One round of :meth:`entity_postings`: the postings, and each posted chunk's document."""
         if limit <= POSTINGS_TOP_HITS:
             return self._aggregated_postings(wanted, scope, limit)
         got: dict[str, list[int]] = {}
+        doc_of: dict[int, str] = {}
         todo = wanted
         while todo:
             more: list[str] = []
@@ -1065,14 +1140,15 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 for key, hits in zip(part, self._msearch(lines, "entity postings"), strict=True):
                     if hits:
                         got.setdefault(key, []).extend(int(h["_id"]) for h in hits)
+                        doc_of |= {int(h["_id"]): str(h["_source"]["doc_id"]) for h in hits}
                     if len(hits) == POSTINGS_PAGE and len(got[key]) < limit:
                         more.append(key)
             todo = more
-        return got
+        return got, doc_of
 
     def _aggregated_postings(
         self, keys: list[str], scope: list[dict[str, Any]], limit: int
-    ) -> dict[str, list[int]]:
+    ) -> tuple[dict[str, list[int]], dict[int, str]]:
         """Every key's postings from one search (a key's bucket holds all its readable mentions: the
         aggregation's ``include`` lists exactly the keys and its size is their number, so no shard
         cuts a bucket, and ``top_hits`` merges the shards' first chunks by id)."""
@@ -1084,7 +1160,9 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 "keys": {
                     "terms": {"field": "entities", "include": keys, "size": len(keys)},
                     "aggs": {
-                        "first": {"top_hits": {"size": limit, "_source": False, "sort": [{"cid": "asc"}]}}
+                        "first": {
+                            "top_hits": {"size": limit, "_source": ["doc_id"], "sort": [{"cid": "asc"}]}
+                        }
                     },
                 }
             },
@@ -1096,10 +1174,10 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 idempotent=True,
             )
         complete(resp, self.chunks_alias, self.url)
-        return {
-            str(b["key"]): [int(h["_id"]) for h in b["first"]["hits"]["hits"]]
-            for b in resp["aggregations"]["keys"]["buckets"]
-        }
+        buckets = resp["aggregations"]["keys"]["buckets"]
+        hits = {str(b["key"]): b["first"]["hits"]["hits"] for b in buckets}
+        got = {k: [int(h["_id"]) for h in v] for k, v in hits.items()}
+        return got, {int(h["_id"]): str(h["_source"]["doc_id"]) for v in hits.values() for h in v}
 
     @staticmethod
     def _postings_query(
@@ -1108,7 +1186,7 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         """One key's next page of postings (``before``: what earlier pages returned)."""
         body: dict[str, Any] = {
             "size": min(limit - len(before or ()), POSTINGS_PAGE),
-            "_source": False,
+            "_source": ["doc_id"],
             "track_total_hits": False,
             "query": {"bool": {"filter": [*scope, {"term": {"entities": key}}]}},
             "sort": [{"cid": "asc"}],
@@ -1138,3 +1216,8 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         complete(resp, self.documents_alias, self.url)
         states = {b["key"]: int(b["doc_count"]) for b in resp["aggregations"]["states"]["buckets"]}
         return {"chunks": int(count["count"]), **{f"documents_{k}": v for k, v in states.items()}}
+
+
+def _excluding(cids: set[int]) -> list[dict[str, Any]]:
+    """A filter clause keeping ``cids`` out of a search (none when there are none)."""
+    return [{"bool": {"must_not": [{"terms": {"cid": sorted(cids)}}]}}] if cids else []

@@ -200,6 +200,27 @@ class SearchIndexContract:
         assert ix.delete("t1", "a") is False
         assert ix.delete("t2", "b") is False  # other tenant's id space
 
+    def test_searches_return_the_recorded_version_only(self, make_index: Callable[[], SearchIndex]) -> None:
+        """A search returns a document's chunks of the version its entry records as searchable: while a
+        newer version is being ingested (``pending``) or after it failed, the old one alone; after a
+        replacement the new one alone; after a delete nothing (docs/opensearch.md, "What a search sees")."""
+        ix = make_index()
+        ix.write([doc("a", ["alpha oldword one", "alpha oldword two"]), doc("b", ["alpha other"])])
+        for state in (DocumentState.PENDING, DocumentState.FAILED):
+            ix.mark("t1", "a", 2, state, error="embedding failed" if state is DocumentState.FAILED else None)
+            assert ids(ix.bm25("oldword", ALICE, 10), ix) == {"a"}
+            assert len(ix.bm25("oldword", ALICE, 10)) == 2
+            assert ids(ix.dense(vec("alpha oldword one"), ALICE, 10), ix) == {"a", "b"}
+        ix.write([doc("a", ["alpha newword"], version=2)])
+        assert ix.bm25("oldword", ALICE, 10) == []
+        assert ids(ix.bm25("newword", ALICE, 10), ix) == {"a"}
+        assert len(ix.dense(vec("alpha oldword one"), ALICE, 10)) == 2  # a's one chunk, b's
+        assert ix.delete("t1", "a") is True
+        assert ix.bm25("alpha", ALICE, 10) == ix.bm25(
+            "alpha", ALICE, 10, filters=SearchFilters(doc_ids=["b"])
+        )
+        assert ids(ix.dense(vec("alpha newword"), ALICE, 10), ix) == {"b"}
+
     def test_filters_apply_inside(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()
         ix.write(
