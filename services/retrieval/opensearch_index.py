@@ -39,6 +39,7 @@ import math
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +103,21 @@ POSTINGS_PAGE = 10_000  # hits per search: OpenSearch's default index.max_result
 # leftovers): each round excludes, inside the query, the ones the rounds before found. One write in
 # flight per document hides at most its old or its new chunks, so a second round is the rare case
 LIVE_ROUNDS = 4
+
+# BM25 with the caller's tenant's statistics (issue 36, point 5; docs/security.md, "No leaks through
+# scores"), computed on the node: Lucene's own BM25 takes IDF and average length from the shard, which
+# holds every tenant. The formula is the embedded index's (bm25_index.bm25_scores): per query term,
+# weight (its count in the query x IDF x (k1 + 1)) x f / (f + k1 (1 - b + b dl / avgdl)); f from
+# termFreq (painless score context, OpenSearch 2.10+), dl from token_len's doc values (layout v4)
+BM25_SCRIPT = """
+double norm = params.k1 * (1.0 - params.b + params.b * doc['token_len'].value / params.avgdl);
+double s = 0.0;
+for (int i = 0; i < params.terms.size(); ++i) {
+  int f = termFreq('text', params.terms.get(i));
+  if (f > 0) { s += params.weights.get(i) * f / (f + norm); }
+}
+return s;
+"""
 
 MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
 
@@ -841,19 +857,79 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         scope = self._scope(principal, filters)
         if restrict is not None:
             scope.append({"terms": {"cid": list(restrict)}})
+        params = self._tenant_bm25(principal.tenant, self._analyze(query))
+        if params is None:
+            return []
 
         def body(hide: list[dict[str, Any]]) -> dict[str, Any]:
+            matched = {"bool": {"must": [{"match": {"text": query}}], "filter": [*scope, *hide]}}
+            script = {"source": BM25_SCRIPT, "lang": "painless", "params": params}
             return {
                 "size": limit,
-                "_source": ["doc_id"],
+                "_source": False,
+                "docvalue_fields": ["doc_id"],
                 "track_total_hits": False,
-                "query": {"bool": {"must": [{"match": {"text": query}}], "filter": [*scope, *hide]}},
+                "query": {"script_score": {"query": matched, "script": script}},
                 "sort": [{"_score": "desc"}, {"cid": "asc"}],
                 "track_scores": True,
             }
 
         hits = self._live_search(body, principal.tenant, "bm25 search")
         return [(int(h["_id"]), float(h["_score"])) for h in hits]
+
+    def _analyze(self, text: str) -> list[str]:
+        """``text``'s terms as the ``text`` field indexes them (its analyser, one ``_analyze`` call)."""
+        body = {"analyzer": ANALYZER, "text": text}
+        resp = self.t.call(
+            "analyze",
+            lambda: self.client.indices.analyze(index=self.chunks_alias, body=body),
+            idempotent=True,
+        )
+        return [str(t["token"]) for t in resp.get("tokens", [])]
+
+    def _tenant_bm25(self, tenant: str, terms: list[str]) -> dict[str, Any] | None:
+        """The BM25 script's parameters from ``tenant``'s own statistics: its chunk count, their total
+        analysed length and each term's document frequency among them, counted in one multi-search
+        (exact counts). ``None`` when no term of the query occurs in the tenant's chunks."""
+        counts = Counter(terms)
+        unique = list(counts)
+        if not unique:  # only stop words: the match query matches nothing either
+            return None
+        own = {"term": {"tenant": tenant}}
+        lines: list[dict[str, Any]] = [
+            {"index": self.chunks_alias},
+            {
+                "size": 0,
+                "track_total_hits": True,
+                "query": own,
+                "aggs": {"length": {"sum": {"field": "token_len"}}},
+            },
+        ]
+        for term in unique:
+            lines += [
+                {"index": self.chunks_alias},
+                {
+                    "size": 0,
+                    "track_total_hits": True,
+                    "query": {"bool": {"filter": [own, {"term": {"text": term}}]}},
+                },
+            ]
+        first, *per_term = self._msearch_responses(lines, "bm25 statistics")
+        n = int(first["hits"]["total"]["value"])
+        freqs = [int(r["hits"]["total"]["value"]) for r in per_term]
+        k1, b = self._index.bm25_k1, self._index.bm25_b
+        kept = [(t, df) for t, df in zip(unique, freqs, strict=True) if df > 0]
+        if not kept or n == 0:
+            return None
+        return {
+            "terms": [t for t, _ in kept],
+            "weights": [
+                counts[t] * math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0) for t, df in kept
+            ],
+            "k1": k1,
+            "b": b,
+            "avgdl": max(float(first["aggregations"]["length"]["value"]) / n, 1e-9),
+        }
 
     def _knn(
         self, field: str, vector: npt.NDArray[np.float32], scope: list[dict[str, Any]], k: int
@@ -894,7 +970,8 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         def body(hide: list[dict[str, Any]]) -> dict[str, Any]:
             return {
                 "size": limit,
-                "_source": ["doc_id"],
+                "_source": False,
+                "docvalue_fields": ["doc_id"],
                 "track_total_hits": False,
                 "query": self._knn("vector", vector, [*scope, *hide], limit),
             }
@@ -933,7 +1010,7 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         hits: list[dict[str, Any]] = []
         for _ in range(LIVE_ROUNDS):
             hits = self.t.search(self.chunks_alias, body(_excluding(hidden)), what)
-            found = {int(h["_id"]): str(h["_source"]["doc_id"]) for h in hits}
+            found = {int(h["_id"]): _doc_of(h) for h in hits}
             owned = self._owned(tenant, found)
             if len(owned) == len(found):
                 return hits
@@ -1046,10 +1123,10 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 query = self._knn("claim_vector", vector, [*scope, *_excluding(hidden)], depth)
                 lines += [
                     {"index": self.chunks_alias},
-                    {"size": depth, "_source": ["doc_id"], "query": query},
+                    {"size": depth, "_source": False, "docvalue_fields": ["doc_id"], "query": query},
                 ]
             results = self._msearch(lines, "copy search")
-            seen = {int(h["_id"]): str(h["_source"]["doc_id"]) for hits in results for h in hits}
+            seen = {int(h["_id"]): _doc_of(h) for hits in results for h in hits}
             owned = self._owned(principal.tenant, seen)
             doc_of |= seen
             if len(owned) == len(seen):
@@ -1064,9 +1141,13 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
     def _msearch(self, lines: list[dict[str, Any]], what: str) -> list[list[dict[str, Any]]]:
         """The hits of each search of one multi-search, in order; a search that failed, timed out or
         lost shards fails the whole read (like :meth:`Transport.search`), never a partial answer."""
+        return [r["hits"]["hits"] for r in self._msearch_responses(lines, what)]
+
+    def _msearch_responses(self, lines: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+        """:meth:`_msearch`'s whole responses (totals, aggregations)."""
         with naming(self.chunks_alias, what):
             resp = self.t.call(what, lambda: self.client.msearch(body=lines), idempotent=True)
-        out: list[list[dict[str, Any]]] = []
+        out: list[dict[str, Any]] = []
         for r in resp["responses"]:
             if "error" in r:
                 raise RampartError(
@@ -1077,7 +1158,7 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                     index=self.chunks_alias,
                 )
             complete(r, self.chunks_alias, self.url)
-            out.append(r["hits"]["hits"])
+            out.append(r)
         return out
 
     def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
@@ -1140,7 +1221,7 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 for key, hits in zip(part, self._msearch(lines, "entity postings"), strict=True):
                     if hits:
                         got.setdefault(key, []).extend(int(h["_id"]) for h in hits)
-                        doc_of |= {int(h["_id"]): str(h["_source"]["doc_id"]) for h in hits}
+                        doc_of |= {int(h["_id"]): _doc_of(h) for h in hits}
                     if len(hits) == POSTINGS_PAGE and len(got[key]) < limit:
                         more.append(key)
             todo = more
@@ -1161,7 +1242,12 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                     "terms": {"field": "entities", "include": keys, "size": len(keys)},
                     "aggs": {
                         "first": {
-                            "top_hits": {"size": limit, "_source": ["doc_id"], "sort": [{"cid": "asc"}]}
+                            "top_hits": {
+                                "size": limit,
+                                "_source": False,
+                                "docvalue_fields": ["doc_id"],
+                                "sort": [{"cid": "asc"}],
+                            }
                         }
                     },
                 }
@@ -1177,7 +1263,7 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         buckets = resp["aggregations"]["keys"]["buckets"]
         hits = {str(b["key"]): b["first"]["hits"]["hits"] for b in buckets}
         got = {k: [int(h["_id"]) for h in v] for k, v in hits.items()}
-        return got, {int(h["_id"]): str(h["_source"]["doc_id"]) for v in hits.values() for h in v}
+        return got, {int(h["_id"]): _doc_of(h) for v in hits.values() for h in v}
 
     @staticmethod
     def _postings_query(
@@ -1186,7 +1272,8 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         """One key's next page of postings (``before``: what earlier pages returned)."""
         body: dict[str, Any] = {
             "size": min(limit - len(before or ()), POSTINGS_PAGE),
-            "_source": ["doc_id"],
+            "_source": False,
+            "docvalue_fields": ["doc_id"],
             "track_total_hits": False,
             "query": {"bool": {"filter": [*scope, {"term": {"entities": key}}]}},
             "sort": [{"cid": "asc"}],
@@ -1221,3 +1308,8 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
 def _excluding(cids: set[int]) -> list[dict[str, Any]]:
     """A filter clause keeping ``cids`` out of a search (none when there are none)."""
     return [{"bool": {"must_not": [{"terms": {"cid": sorted(cids)}}]}}] if cids else []
+
+
+def _doc_of(hit: dict[str, Any]) -> str:
+    """A chunk hit's document id, read from doc values (``docvalue_fields``: no ``_source`` to load)."""
+    return str(hit["fields"]["doc_id"][0])

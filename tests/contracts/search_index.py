@@ -109,11 +109,6 @@ class SearchIndexContract:
     it returned before (so a second call is a reopen), and closes the last one at teardown.
     """
 
-    # BM25 statistics per tenant (issue 36, point 5): False where the backend still scores with
-    # statistics shared by every tenant (OpenSearch's shard statistics; docs/security.md says so), and
-    # the contract then checks that the known gap is still there, so closing it flips the flag.
-    per_tenant_bm25 = True
-
     @pytest.fixture()
     def make_index(self) -> Callable[[], SearchIndex]:
         raise NotImplementedError(
@@ -185,10 +180,7 @@ class SearchIndexContract:
             [doc(f"t2-{i}", ["zorblax " * (i + 2) + "quarterly figures"], tenant="t2") for i in range(6)]
         )
         after = {q: ix.bm25(q, ALICE, 10) for q in ("zorblax", "zorblax valve")}
-        if self.per_tenant_bm25:
-            assert after == before
-        else:
-            assert after != before, "the backend's BM25 is per tenant now: set per_tenant_bm25 = True"
+        assert after == before
 
     def test_delete_removes_from_every_search(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()
