@@ -2,11 +2,12 @@
 
 Unlike the embedded index, any number of processes share it: the retrieval-service replicas and the
 ingest workers all talk to one OpenSearch. Three indexes, each a versioned index behind an alias
-(``<prefix>-chunks`` → ``<prefix>-chunks-v3``; a new layout is a new version that ``rampart index
+(``<prefix>-chunks`` → ``<prefix>-chunks-v4``; a new layout is a new version that ``rampart index
 migrate`` builds and swaps the alias to: :mod:`services.retrieval.opensearch_migrate`):
 
-- **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``),
-  the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
+- **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``,
+  scored with the caller's tenant's statistics by :data:`BM25_SCRIPT`: no tenant's writes move another's
+  scores), the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
   filters on *inside* the search: tenant, ACL tokens, document id and version, source, trust; and the
   chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`: postings are a terms
   aggregation inside a search scoped like BM25's).
@@ -24,6 +25,8 @@ last step; the default ``wait_for`` returns once the write is searchable, which 
 acknowledges, at the cost of up to two refresh intervals (1 s each by default) per write of new
 documents, three when old chunks are replaced.
 Status reads (``status``, ``current``, chunk and vector reads) are real-time GETs, never stale.
+Every search returns only chunks their document's entry records (:meth:`OpenSearchIndex._live_search`):
+never the new chunks of a write that has not recorded them yet, nor the old ones after it has.
 
 The mappings live in :mod:`services.retrieval.opensearch_layout`; the retry and error policy of the
 requests in :mod:`services.retrieval.opensearch_transport` (the id counter is the one request sent
