@@ -883,11 +883,12 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
     def _analyze(self, text: str) -> list[str]:
         """``text``'s terms as the ``text`` field indexes them (its analyser, one ``_analyze`` call)."""
         body = {"analyzer": ANALYZER, "text": text}
-        resp = self.t.call(
-            "analyze",
-            lambda: self.client.indices.analyze(index=self.chunks_alias, body=body),
-            idempotent=True,
-        )
+        with naming(self.chunks_alias, "bm25 search (analysing the query)"):
+            resp = self.t.call(
+                "analyze",
+                lambda: self.client.indices.analyze(index=self.chunks_alias, body=body),
+                idempotent=True,
+            )
         return [str(t["token"]) for t in resp.get("tokens", [])]
 
     def _tenant_bm25(self, tenant: str, terms: list[str]) -> dict[str, Any] | None:
