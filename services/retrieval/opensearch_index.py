@@ -6,11 +6,11 @@ ingest workers all talk to one OpenSearch. Three indexes, each a versioned index
 migrate`` builds and swaps the alias to: :mod:`services.retrieval.opensearch_migrate`):
 
 - **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``,
-  scored with the caller's tenant's statistics by :data:`BM25_SCRIPT`: no tenant's writes move another's
-  scores), the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
-  filters on *inside* the search: tenant, ACL tokens, document id and version, source, trust; and the
-  chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`: postings are a terms
-  aggregation inside a search scoped like BM25's).
+  scored with the caller's tenant's statistics by :data:`BM25_SCRIPT`: no tenant's writes move
+  another's scores), the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword
+  fields that every read filters on *inside* the search: tenant, ACL tokens, document id and version,
+  source, trust; and the chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`:
+  postings are a terms aggregation inside a search scoped like BM25's).
 - **documents**: one per (tenant, document): ingest status, version, content hash, the name it is found
   by (``named``), and the ids of its chunks (so an update or a delete removes exactly those).
 - **meta**: the chunk-id counter (the ``SearchIndex`` speaks integer chunk ids, as the embedded index's
