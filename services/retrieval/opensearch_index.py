@@ -1005,10 +1005,10 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         self, body: Callable[[list[dict[str, Any]]], dict[str, Any]], tenant: str, what: str
     ) -> list[dict[str, Any]]:
         """The hits of the search ``body(hide)`` builds (``hide``: filter clauses to add) that their
-        entries own (:meth:`_owned`; each hit needs its ``doc_id`` in ``_source``). Chunks no entry owns
-        are excluded inside the query and the search is run again, so the top k are still the top k of
-        what the principal may see, never a post-filtered remainder; after :data:`LIVE_ROUNDS` rounds
-        that each found new ones (a burst of writes), the owned hits of the last round are returned."""
+        entries own (:meth:`_owned`; each hit needs its ``doc_id`` in ``docvalue_fields``). Chunks no
+        entry owns are excluded inside the query and the search is run again, so the top k are still the
+        top k of what the principal may see, never a post-filtered remainder; after :data:`LIVE_ROUNDS`
+        rounds that each found new ones (a burst of writes), the owned hits of the last round return."""
         hidden: set[int] = set()
         owned: set[int] = set()
         hits: list[dict[str, Any]] = []
