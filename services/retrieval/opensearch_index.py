@@ -2,14 +2,15 @@
 
 Unlike the embedded index, any number of processes share it: the retrieval-service replicas and the
 ingest workers all talk to one OpenSearch. Three indexes, each a versioned index behind an alias
-(``<prefix>-chunks`` → ``<prefix>-chunks-v3``; a new layout is a new version that ``rampart index
+(``<prefix>-chunks`` → ``<prefix>-chunks-v4``; a new layout is a new version that ``rampart index
 migrate`` builds and swaps the alias to: :mod:`services.retrieval.opensearch_migrate`):
 
-- **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``),
-  the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword fields that every read
-  filters on *inside* the search: tenant, ACL tokens, document id and version, source, trust; and the
-  chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`: postings are a terms
-  aggregation inside a search scoped like BM25's).
+- **chunks**: one document per chunk, ``_id`` = its chunk id. BM25 text (k1/b from ``index.bm25_*``,
+  scored with the caller's tenant's statistics by :data:`BM25_SCRIPT`: no tenant's writes move
+  another's scores), the 384-d HNSW vector and the claim vector (Lucene engine here), and keyword
+  fields that every read filters on *inside* the search: tenant, ACL tokens, document id and version,
+  source, trust; and the chunk's entity keys, the knowledge graph's mentions (:class:`GraphReads`:
+  postings are a terms aggregation inside a search scoped like BM25's).
 - **documents**: one per (tenant, document): ingest status, version, content hash, the name it is found
   by (``named``), and the ids of its chunks (so an update or a delete removes exactly those).
 - **meta**: the chunk-id counter (the ``SearchIndex`` speaks integer chunk ids, as the embedded index's
@@ -24,6 +25,8 @@ last step; the default ``wait_for`` returns once the write is searchable, which 
 acknowledges, at the cost of up to two refresh intervals (1 s each by default) per write of new
 documents, three when old chunks are replaced.
 Status reads (``status``, ``current``, chunk and vector reads) are real-time GETs, never stale.
+Every search returns only chunks their document's entry records (:meth:`OpenSearchIndex._live_search`):
+never the new chunks of a write that has not recorded them yet, nor the old ones after it has.
 
 The mappings live in :mod:`services.retrieval.opensearch_layout`; the retry and error policy of the
 requests in :mod:`services.retrieval.opensearch_transport` (the id counter is the one request sent
@@ -39,7 +42,8 @@ import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +102,25 @@ log = logging.getLogger(__name__)
 
 POSTINGS_BATCH = 256  # keys per multi-search of entity postings past POSTINGS_TOP_HITS
 POSTINGS_PAGE = 10_000  # hits per search: OpenSearch's default index.max_result_window
+# searches per read when chunks no entry records turn up (a write between its steps, a crash's
+# leftovers): each round excludes, inside the query, the ones the rounds before found. One write in
+# flight per document hides at most its old or its new chunks, so a second round is the rare case
+LIVE_ROUNDS = 4
+
+# BM25 with the caller's tenant's statistics (issue 36, point 5; docs/security.md, "No leaks through
+# scores"), computed on the node: Lucene's own BM25 takes IDF and average length from the shard, which
+# holds every tenant. The formula is the embedded index's (bm25_index.bm25_scores): per query term,
+# weight (its count in the query x IDF x (k1 + 1)) x f / (f + k1 (1 - b + b dl / avgdl)); f from
+# termFreq (painless score context, OpenSearch 2.10+), dl from token_len's doc values (layout v4)
+BM25_SCRIPT = """
+double norm = params.k1 * (1.0 - params.b + params.b * doc['token_len'].value / params.avgdl);
+double s = 0.0;
+for (int i = 0; i < params.terms.size(); ++i) {
+  int f = termFreq('text', params.terms.get(i));
+  if (f > 0) { s += params.weights.get(i) * f / (f + norm); }
+}
+return s;
+"""
 
 MIGRATE_HINT = "`rampart index migrate` (with the same RAMPART_OPENSEARCH__* settings)"
 
@@ -837,17 +860,80 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         scope = self._scope(principal, filters)
         if restrict is not None:
             scope.append({"terms": {"cid": list(restrict)}})
-        body = {
-            "size": limit,
-            "_source": False,
-            "track_total_hits": False,
-            "query": {"bool": {"must": [{"match": {"text": query}}], "filter": scope}},
-            "sort": [{"_score": "desc"}, {"cid": "asc"}],
-            "track_scores": True,
-        }
-        return [
-            (int(h["_id"]), float(h["_score"])) for h in self.t.search(self.chunks_alias, body, "bm25 search")
+        params = self._tenant_bm25(principal.tenant, self._analyze(query))
+        if params is None:
+            return []
+
+        def body(hide: list[dict[str, Any]]) -> dict[str, Any]:
+            matched = {"bool": {"must": [{"match": {"text": query}}], "filter": [*scope, *hide]}}
+            script = {"source": BM25_SCRIPT, "lang": "painless", "params": params}
+            return {
+                "size": limit,
+                "_source": False,
+                "docvalue_fields": ["doc_id"],
+                "track_total_hits": False,
+                "query": {"script_score": {"query": matched, "script": script}},
+                "sort": [{"_score": "desc"}, {"cid": "asc"}],
+                "track_scores": True,
+            }
+
+        hits = self._live_search(body, principal.tenant, "bm25 search")
+        return [(int(h["_id"]), float(h["_score"])) for h in hits]
+
+    def _analyze(self, text: str) -> list[str]:
+        """``text``'s terms as the ``text`` field indexes them (its analyser, one ``_analyze`` call)."""
+        body = {"analyzer": ANALYZER, "text": text}
+        with naming(self.chunks_alias, "bm25 search (analysing the query)"):
+            resp = self.t.call(
+                "analyze",
+                lambda: self.client.indices.analyze(index=self.chunks_alias, body=body),
+                idempotent=True,
+            )
+        return [str(t["token"]) for t in resp.get("tokens", [])]
+
+    def _tenant_bm25(self, tenant: str, terms: list[str]) -> dict[str, Any] | None:
+        """The BM25 script's parameters from ``tenant``'s own statistics: its chunk count, their total
+        analysed length and each term's document frequency among them, counted in one multi-search
+        (exact counts). ``None`` when no term of the query occurs in the tenant's chunks."""
+        counts = Counter(terms)
+        unique = list(counts)
+        if not unique:  # only stop words: the match query matches nothing either
+            return None
+        own = {"term": {"tenant": tenant}}
+        lines: list[dict[str, Any]] = [
+            {"index": self.chunks_alias},
+            {
+                "size": 0,
+                "track_total_hits": True,
+                "query": own,
+                "aggs": {"length": {"sum": {"field": "token_len"}}},
+            },
         ]
+        for term in unique:
+            lines += [
+                {"index": self.chunks_alias},
+                {
+                    "size": 0,
+                    "track_total_hits": True,
+                    "query": {"bool": {"filter": [own, {"term": {"text": term}}]}},
+                },
+            ]
+        first, *per_term = self._msearch_responses(lines, "bm25 statistics")
+        n = int(first["hits"]["total"]["value"])
+        freqs = [int(r["hits"]["total"]["value"]) for r in per_term]
+        k1, b = self._index.bm25_k1, self._index.bm25_b
+        kept = [(t, df) for t, df in zip(unique, freqs, strict=True) if df > 0]
+        if not kept or n == 0:
+            return None
+        return {
+            "terms": [t for t, _ in kept],
+            "weights": [
+                counts[t] * math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0) for t, df in kept
+            ],
+            "k1": k1,
+            "b": b,
+            "avgdl": max(float(first["aggregations"]["length"]["value"]) / n, 1e-9),
+        }
 
     def _knn(
         self, field: str, vector: npt.NDArray[np.float32], scope: list[dict[str, Any]], k: int
@@ -883,14 +969,57 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
     ) -> Hits:
         if limit <= 0:
             return []
-        body = {
-            "size": limit,
-            "_source": False,
-            "track_total_hits": False,
-            "query": self._knn("vector", vector, self._scope(principal, filters), limit),
-        }
-        hits = self.t.search(self.chunks_alias, body, "dense search")
+        scope = self._scope(principal, filters)
+
+        def body(hide: list[dict[str, Any]]) -> dict[str, Any]:
+            return {
+                "size": limit,
+                "_source": False,
+                "docvalue_fields": ["doc_id"],
+                "track_total_hits": False,
+                "query": self._knn("vector", vector, [*scope, *hide], limit),
+            }
+
+        hits = self._live_search(body, principal.tenant, "dense search")
         return [(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits]
+
+    # ---- what a search sees: the chunks each document's entry records --------------------------------
+    def _owned(self, tenant: str, found: Mapping[int, str], *, indexed: bool = False) -> set[int]:
+        """The chunks among ``found`` (chunk id → its document) that their document's entry records as
+        its chunks (``indexed``: of an ``indexed`` entry only, as the graph's reads want). A write puts
+        its new chunks beside the old ones before it records them (services/retrieval/opensearch_repair.py,
+        steps 2-4), and a crash leaves them so until a repair; the entry, read here in real time, says
+        which of the two versions is the document: its old chunks up to step 3, its new ones after."""
+        if not found:
+            return set()
+        keys = sorted({doc_key(tenant, d) for d in found.values()})
+        entries = self.t.mget(self.documents_alias, keys, ["state", "cids"])
+        recorded = {
+            k: {int(c) for c in e.get("cids") or []}
+            for k, e in entries.items()
+            if not indexed or e.get("state") == DocumentState.INDEXED.value
+        }
+        return {cid for cid, d in found.items() if cid in recorded.get(doc_key(tenant, d), ())}
+
+    def _live_search(
+        self, body: Callable[[list[dict[str, Any]]], dict[str, Any]], tenant: str, what: str
+    ) -> list[dict[str, Any]]:
+        """The hits of the search ``body(hide)`` builds (``hide``: filter clauses to add) that their
+        entries own (:meth:`_owned`; each hit needs its ``doc_id`` in ``docvalue_fields``). Chunks no
+        entry owns are excluded inside the query and the search is run again, so the top k are still the
+        top k of what the principal may see, never a post-filtered remainder; after :data:`LIVE_ROUNDS`
+        rounds that each found new ones (a burst of writes), the owned hits of the last round return."""
+        hidden: set[int] = set()
+        owned: set[int] = set()
+        hits: list[dict[str, Any]] = []
+        for _ in range(LIVE_ROUNDS):
+            hits = self.t.search(self.chunks_alias, body(_excluding(hidden)), what)
+            found = {int(h["_id"]): _doc_of(h) for h in hits}
+            owned = self._owned(tenant, found)
+            if len(owned) == len(found):
+                return hits
+            hidden |= set(found) - owned
+        return [h for h in hits if int(h["_id"]) in owned]
 
     def named(
         self,
@@ -989,26 +1118,40 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         order = [c for c in cids if c in mine]
         depth = limit * COPY_SEARCH_FACTOR + COPY_SEARCH_EXTRA
         scope = self._scope(principal, None)
-        lines: list[dict[str, Any]] = []
-        for c in order:
-            query = self._knn(
-                "claim_vector", np.asarray(mine[c]["claim_vector"], dtype=np.float32), scope, depth
-            )
-            lines += [{"index": self.chunks_alias}, {"size": depth, "_source": ["doc_id"], "query": query}]
         doc_of = {c: str(mine[c]["doc_id"]) for c in order}
-        found: list[list[tuple[int, float]]] = []
-        for hits in self._msearch(lines, "copy search"):
-            for h in hits:
-                doc_of[int(h["_id"])] = str(h["_source"]["doc_id"])
-            found.append([(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits])
+        hidden: set[int] = set()
+        for _ in range(LIVE_ROUNDS):  # chunks no entry owns are no copies (see _live_search)
+            lines: list[dict[str, Any]] = []
+            for c in order:
+                vector = np.asarray(mine[c]["claim_vector"], dtype=np.float32)
+                query = self._knn("claim_vector", vector, [*scope, *_excluding(hidden)], depth)
+                lines += [
+                    {"index": self.chunks_alias},
+                    {"size": depth, "_source": False, "docvalue_fields": ["doc_id"], "query": query},
+                ]
+            results = self._msearch(lines, "copy search")
+            seen = {int(h["_id"]): _doc_of(h) for hits in results for h in hits}
+            owned = self._owned(principal.tenant, seen)
+            doc_of |= seen
+            if len(owned) == len(seen):
+                break
+            hidden |= set(seen) - owned
+        found = [
+            [(int(h["_id"]), self._cosine(float(h["_score"]))) for h in hits if int(h["_id"]) in owned]
+            for hits in results
+        ]
         return closest_per_document(order, found, doc_of, limit)
 
     def _msearch(self, lines: list[dict[str, Any]], what: str) -> list[list[dict[str, Any]]]:
         """The hits of each search of one multi-search, in order; a search that failed, timed out or
         lost shards fails the whole read (like :meth:`Transport.search`), never a partial answer."""
+        return [r["hits"]["hits"] for r in self._msearch_responses(lines, what)]
+
+    def _msearch_responses(self, lines: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+        """:meth:`_msearch`'s whole responses (totals, aggregations)."""
         with naming(self.chunks_alias, what):
             resp = self.t.call(what, lambda: self.client.msearch(body=lines), idempotent=True)
-        out: list[list[dict[str, Any]]] = []
+        out: list[dict[str, Any]] = []
         for r in resp["responses"]:
             if "error" in r:
                 raise RampartError(
@@ -1019,7 +1162,7 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                     index=self.chunks_alias,
                 )
             complete(r, self.chunks_alias, self.url)
-            out.append(r["hits"]["hits"])
+            out.append(r)
         return out
 
     def chunks(self, cids: Sequence[int], principal: Principal | None = None) -> dict[int, Chunk]:
@@ -1048,9 +1191,26 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         if not wanted:
             return {}
         scope = self._scope(principal, filters)
+        hidden: set[int] = set()
+        for _ in range(LIVE_ROUNDS):
+            # mentions of settled documents only, as the embedded index's (a document whose new version is
+            # pending or failed is out of the graph until one is indexed); the rest excluded inside the query
+            got, doc_of = self._postings(wanted, [*scope, *_excluding(hidden)], limit)
+            owned = self._owned(principal.tenant, doc_of, indexed=True)
+            if len(owned) == len(doc_of):
+                return got
+            hidden |= set(doc_of) - owned
+        kept = {k: [c for c in v if c in owned] for k, v in got.items()}
+        return {k: v for k, v in kept.items() if v}
+
+    def _postings(
+        self, wanted: list[str], scope: list[dict[str, Any]], limit: int
+    ) -> tuple[dict[str, list[int]], dict[int, str]]:
+        """One round of :meth:`entity_postings`: the postings, and each posted chunk's document."""
         if limit <= POSTINGS_TOP_HITS:
             return self._aggregated_postings(wanted, scope, limit)
         got: dict[str, list[int]] = {}
+        doc_of: dict[int, str] = {}
         todo = wanted
         while todo:
             more: list[str] = []
@@ -1065,14 +1225,15 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 for key, hits in zip(part, self._msearch(lines, "entity postings"), strict=True):
                     if hits:
                         got.setdefault(key, []).extend(int(h["_id"]) for h in hits)
+                        doc_of |= {int(h["_id"]): _doc_of(h) for h in hits}
                     if len(hits) == POSTINGS_PAGE and len(got[key]) < limit:
                         more.append(key)
             todo = more
-        return got
+        return got, doc_of
 
     def _aggregated_postings(
         self, keys: list[str], scope: list[dict[str, Any]], limit: int
-    ) -> dict[str, list[int]]:
+    ) -> tuple[dict[str, list[int]], dict[int, str]]:
         """Every key's postings from one search (a key's bucket holds all its readable mentions: the
         aggregation's ``include`` lists exactly the keys and its size is their number, so no shard
         cuts a bucket, and ``top_hits`` merges the shards' first chunks by id)."""
@@ -1084,7 +1245,14 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 "keys": {
                     "terms": {"field": "entities", "include": keys, "size": len(keys)},
                     "aggs": {
-                        "first": {"top_hits": {"size": limit, "_source": False, "sort": [{"cid": "asc"}]}}
+                        "first": {
+                            "top_hits": {
+                                "size": limit,
+                                "_source": False,
+                                "docvalue_fields": ["doc_id"],
+                                "sort": [{"cid": "asc"}],
+                            }
+                        }
                     },
                 }
             },
@@ -1096,10 +1264,10 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
                 idempotent=True,
             )
         complete(resp, self.chunks_alias, self.url)
-        return {
-            str(b["key"]): [int(h["_id"]) for h in b["first"]["hits"]["hits"]]
-            for b in resp["aggregations"]["keys"]["buckets"]
-        }
+        buckets = resp["aggregations"]["keys"]["buckets"]
+        hits = {str(b["key"]): b["first"]["hits"]["hits"] for b in buckets}
+        got = {k: [int(h["_id"]) for h in v] for k, v in hits.items()}
+        return got, {int(h["_id"]): _doc_of(h) for v in hits.values() for h in v}
 
     @staticmethod
     def _postings_query(
@@ -1109,6 +1277,7 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         body: dict[str, Any] = {
             "size": min(limit - len(before or ()), POSTINGS_PAGE),
             "_source": False,
+            "docvalue_fields": ["doc_id"],
             "track_total_hits": False,
             "query": {"bool": {"filter": [*scope, {"term": {"entities": key}}]}},
             "sort": [{"cid": "asc"}],
@@ -1138,3 +1307,13 @@ class OpenSearchIndex(CheckReads, LinkReads, GraphReads):
         complete(resp, self.documents_alias, self.url)
         states = {b["key"]: int(b["doc_count"]) for b in resp["aggregations"]["states"]["buckets"]}
         return {"chunks": int(count["count"]), **{f"documents_{k}": v for k, v in states.items()}}
+
+
+def _excluding(cids: set[int]) -> list[dict[str, Any]]:
+    """A filter clause keeping ``cids`` out of a search (none when there are none)."""
+    return [{"bool": {"must_not": [{"terms": {"cid": sorted(cids)}}]}}] if cids else []
+
+
+def _doc_of(hit: dict[str, Any]) -> str:
+    """A chunk hit's document id, read from doc values (``docvalue_fields``: no ``_source`` to load)."""
+    return str(hit["fields"]["doc_id"][0])

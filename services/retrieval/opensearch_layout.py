@@ -23,8 +23,10 @@ from services.retrieval.doc_store import ChunkWrite, DocumentWrite
 
 # the layout below; a change means a new version and `rampart index migrate`. 2: the crash-repair
 # fields of the documents index (writer, lease_until, stale_cids; pending_cids searchable). 3: the
-# chunks' entity keys (`entities`, the knowledge graph's mentions; a migrated chunk has none)
-SCHEMA_VERSION = 3
+# chunks' entity keys (`entities`, the knowledge graph's mentions; a migrated chunk has none). 4: the
+# chunks' `token_len` with doc values (BM25 with per-tenant statistics: its average length per tenant
+# is a sum over them, and the BM25 script reads each chunk's length)
+SCHEMA_VERSION = 4
 ANALYZER = "rampart_en"
 # hits per entity in one aggregation of entity postings (the chunks index's
 # index.max_inner_result_window, 100 by default: under the graph's default hub cap of 201)
@@ -102,7 +104,7 @@ def chunks_body(settings: OpenSearchSettings, index: IndexSettings, dim: int) ->
                 # doc values: postings are a terms aggregation on it
                 "entities": keyword,
                 "text": {"type": "text", "analyzer": ANALYZER},
-                "token_len": _stored("integer"),
+                "token_len": {"type": "integer", "index": False},  # doc values: per-tenant BM25
                 "chunk": {"type": "object", "enabled": False},
                 "vector": _vector(settings, dim),
                 "claim_vector": _vector(settings, dim),

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from services.common.errors import ErrorCode, RampartError
-from services.common.types import SearchFilters
+from services.common.types import DocumentState, SearchFilters
 from services.retrieval.doc_store import DocumentWrite
 from services.retrieval.graph.reads import MAX_KEYS, GraphReads, graph_reads
 from services.retrieval.index import SearchIndex
@@ -90,6 +90,22 @@ class GraphReadsContract:
         assert len(left) == 2 and cid_of(ix, "city") in left  # the city memo and the new HR memo
         reopened = reads(make_index())
         assert reopened.entity_postings([DIRECTOR, FUND, FILM], BOB, 10) == {DIRECTOR: left}
+
+    def test_postings_count_indexed_documents_only(self, make_index: Callable[[], SearchIndex]) -> None:
+        """A document whose newer version is being ingested (``pending``) or failed is out of the graph
+        until a version of it is indexed again, as it is out of ``named``: the walk follows settled
+        documents only (its BM25 and dense chunks stay, the old version's: SearchIndexContract)."""
+        ix = make_index()
+        ix.write(corpus())
+        g = reads(ix)
+        film = [cid_of(ix, "film", 0), cid_of(ix, "film", 1)]
+        city = cid_of(ix, "city")
+        for state in (DocumentState.PENDING, DocumentState.FAILED):
+            ix.mark("t1", "film", 2, state, error="parse failed" if state is DocumentState.FAILED else None)
+            assert g.entity_postings([FILM, DIRECTOR], ALICE, 10) == {DIRECTOR: [city]}
+        ix.write([doc("film", ["tokfilm again"], version=2, entities=[(FILM,)])])
+        assert g.entity_postings([FILM], ALICE, 10) == {FILM: [cid_of(ix, "film")]}
+        assert cid_of(ix, "film") not in film
 
     def test_bad_reads_are_refused_with_the_bound(self, make_index: Callable[[], SearchIndex]) -> None:
         g = reads(make_index())

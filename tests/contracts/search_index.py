@@ -109,11 +109,6 @@ class SearchIndexContract:
     it returned before (so a second call is a reopen), and closes the last one at teardown.
     """
 
-    # BM25 statistics per tenant (issue 36, point 5): False where the backend still scores with
-    # statistics shared by every tenant (OpenSearch's shard statistics; docs/security.md says so), and
-    # the contract then checks that the known gap is still there, so closing it flips the flag.
-    per_tenant_bm25 = True
-
     @pytest.fixture()
     def make_index(self) -> Callable[[], SearchIndex]:
         raise NotImplementedError(
@@ -185,10 +180,7 @@ class SearchIndexContract:
             [doc(f"t2-{i}", ["zorblax " * (i + 2) + "quarterly figures"], tenant="t2") for i in range(6)]
         )
         after = {q: ix.bm25(q, ALICE, 10) for q in ("zorblax", "zorblax valve")}
-        if self.per_tenant_bm25:
-            assert after == before
-        else:
-            assert after != before, "the backend's BM25 is per tenant now: set per_tenant_bm25 = True"
+        assert after == before
 
     def test_delete_removes_from_every_search(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()
@@ -199,6 +191,27 @@ class SearchIndexContract:
         assert ix.status("t1", "a").state is DocumentState.DELETED  # type: ignore[union-attr]
         assert ix.delete("t1", "a") is False
         assert ix.delete("t2", "b") is False  # other tenant's id space
+
+    def test_searches_return_the_recorded_version_only(self, make_index: Callable[[], SearchIndex]) -> None:
+        """A search returns a document's chunks of the version its entry records as searchable: while a
+        newer version is being ingested (``pending``) or after it failed, the old one alone; after a
+        replacement the new one alone; after a delete nothing (docs/opensearch.md, "What a search sees")."""
+        ix = make_index()
+        ix.write([doc("a", ["alpha oldword one", "alpha oldword two"]), doc("b", ["alpha other"])])
+        for state in (DocumentState.PENDING, DocumentState.FAILED):
+            ix.mark("t1", "a", 2, state, error="embedding failed" if state is DocumentState.FAILED else None)
+            assert ids(ix.bm25("oldword", ALICE, 10), ix) == {"a"}
+            assert len(ix.bm25("oldword", ALICE, 10)) == 2
+            assert ids(ix.dense(vec("alpha oldword one"), ALICE, 10), ix) == {"a", "b"}
+        ix.write([doc("a", ["alpha newword"], version=2)])
+        assert ix.bm25("oldword", ALICE, 10) == []
+        assert ids(ix.bm25("newword", ALICE, 10), ix) == {"a"}
+        assert len(ix.dense(vec("alpha oldword one"), ALICE, 10)) == 2  # a's one chunk, b's
+        assert ix.delete("t1", "a") is True
+        assert ix.bm25("alpha", ALICE, 10) == ix.bm25(
+            "alpha", ALICE, 10, filters=SearchFilters(doc_ids=["b"])
+        )
+        assert ids(ix.dense(vec("alpha newword"), ALICE, 10), ix) == {"b"}
 
     def test_filters_apply_inside(self, make_index: Callable[[], SearchIndex]) -> None:
         ix = make_index()

@@ -51,8 +51,6 @@ def prefix(opensearch: OpenSearchNode) -> Iterator[str]:
 
 
 class TestOpenSearchIndex(SearchIndexContract, GraphReadsContract):
-    per_tenant_bm25 = False  # shard statistics span tenants (docs/security.md, "No leaks through scores")
-
     @pytest.fixture()
     def make_index(self, opensearch: OpenSearchNode, prefix: str) -> Iterator[Callable[[], SearchIndex]]:
         opened: list[OpenSearchIndex] = []

@@ -15,7 +15,7 @@ from services.common.types import DocumentState
 from services.retrieval.opensearch_index import OpenSearchIndex
 from services.retrieval.opensearch_node import OpenSearchNode
 from services.retrieval.opensearch_transport import split_actions
-from tests.contracts.search_index import ALICE, DIM, doc, ids
+from tests.contracts.search_index import ALICE, DIM, doc, ids, vec
 from tests.integration.test_opensearch_index import drop, settings_for
 
 
@@ -147,7 +147,8 @@ def test_the_same_writer_settles_its_own_crash_at_its_next_write(
         crash_at(ix, 3, 0.0)  # new chunks written, entries not: a holds old and new chunks
         with pytest.raises(Crash):
             ix.write(batch())
-        assert len(ix.bm25("apple", ALICE, 10)) == 5  # both versions, until a repair
+        assert ix.stats()["chunks"] == 6  # a's both versions and b's chunk, until a repair
+        assert len(ix.bm25("apple", ALICE, 10)) == 2  # searches see the recorded (old) version only
         ix.t.bulk = real  # type: ignore[method-assign]
         ix.write([doc("a", NEW_A, version=2)])  # the leftover is settled before this write
         assert len(ix.bm25("apple", ALICE, 10)) == 3 and ix.bm25("oldword", ALICE, 10) == []
@@ -202,3 +203,31 @@ def test_a_live_writer_is_left_alone_and_a_pending_mark_is_settled(
             again.close()
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("step", [2, 3, 4, 5], ids=STEPS[1:])
+def test_another_reader_sees_one_version_while_a_write_is_between_its_steps(
+    opensearch: OpenSearchNode, prefix: str, step: int
+) -> None:
+    """A write stopped after ``step - 1`` of its requests, by a writer still alive (so nothing repairs
+    it): another process's searches see each document as its old version or its new one, never both
+    and never a chunk of a version not yet recorded (b, new, is not searchable before its entry)."""
+    settings = settings_for(opensearch, prefix)
+    writer = OpenSearchIndex.open(settings, dim=DIM)
+    writer.write([doc("a", OLD_A)])
+    crash_at(writer, step, 0.0)
+    with pytest.raises(Crash):
+        writer.write(batch())
+    reader = OpenSearchIndex.open(settings, dim=DIM)  # the writer is alive: its write is left as it is
+    try:
+        old, new = reader.bm25("oldword", ALICE, 10), reader.bm25("newword", ALICE, 10)
+        apples = reader.bm25("apple", ALICE, 10)
+        dense = reader.dense(vec("apple oldword one"), ALICE, 10)
+        recorded = step > 3  # the new version's entry landed in "record documents"
+        assert (len(old), len(new)) == ((0, 3) if recorded else (2, 0))
+        assert len(apples) == len(dense) - len(reader.bm25("banana", ALICE, 10)) == len(new or old)
+        assert {c for c, _ in apples} == {c for c, _ in (new or old)}
+        assert len(reader.bm25("banana", ALICE, 10)) == (1 if recorded else 0)
+    finally:
+        reader.close()
+        writer.close()

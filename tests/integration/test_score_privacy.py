@@ -5,9 +5,10 @@ The attack: tenant A plants documents with a made-up word and searches for it. I
 (how many chunks hold the word, how many chunks there are, their average length) counted every
 tenant's chunks, tenant B writing the word would lower its IDF and move A's scores, and a two-word
 query would reorder A's results. The test runs A's searches and an answer before and after B ingests
-documents full of that word, on one embedded index, and compares the whole responses but the
-request ids and timings. It first checks that B's documents did move the index-wide statistics, so
-the channel it closes was really open.
+documents full of that word, on one index shared by both tenants — the embedded index, and a real
+OpenSearch node (one shard holds both tenants) — and compares the whole responses but the request ids
+and timings. It first checks that B's documents did move the engine's own index-wide BM25 (tantivy's,
+Lucene's), so the channel it closes was really open on that backend.
 
 B already holds a document when A first looks: the question is whether B wrote the word, not
 whether a second tenant exists (the first other tenant switches the index from tantivy's own scores
@@ -16,15 +17,25 @@ to the per-tenant rescoring, which differs in the ninth digit; docs/security.md)
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
+from services.common.settings import RampartSettings
 from services.common.types import Principal
 from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
 from services.orchestrator.runtime import Runtime
+from services.rerank.reranker import Reranker
+from services.retrieval.config import IndexSettings
+from services.retrieval.embedded_index import EmbeddedIndex
+from services.retrieval.embedder import Embedder
+from services.retrieval.opensearch_index import OpenSearchIndex
+from tests.integration.test_opensearch_index import drop, settings_for
 
 RARE = "zorblax"
 A_DOCS = [
@@ -67,6 +78,46 @@ QUERIES = [RARE, f"{RARE} valve", f"how often to inspect the {RARE} valve and pu
 VOLATILE = {"request_id", "trace_id", "timings_ms"}
 
 
+@pytest.fixture(params=["embedded", "opensearch"])
+def shared(
+    request: pytest.FixtureRequest, settings: RampartSettings, embedder: Embedder, reranker: Reranker
+) -> Iterator[Runtime]:
+    """A runtime on each backend (the OpenSearch node starts only when asked for)."""
+    prefix = None
+    if request.param == "opensearch":
+        node = request.getfixturevalue("opensearch")
+        prefix = f"p{uuid.uuid4().hex[:12]}"
+        settings = settings.model_copy(
+            update={"index": IndexSettings(backend="opensearch"), "opensearch": settings_for(node, prefix)}
+        )
+    rt = Runtime.open(settings, embedder=embedder, reranker=reranker)
+    try:
+        yield rt
+    finally:
+        rt.close()
+        if prefix is not None:
+            drop(request.getfixturevalue("opensearch"), prefix)
+
+
+def native(index: Any) -> tuple[int, list[tuple[int, float]]]:
+    """The engine's own index-wide view of the rare word: how many chunks hold it (every tenant's),
+    and A's chunks ranked by the engine's own BM25 (tantivy's, or Lucene's plain ``match``), which
+    counts every tenant's chunks: what the per-tenant scoring replaces."""
+    if isinstance(index, EmbeddedIndex):
+        bm25 = index.bm25_index
+        [term] = bm25.analyze(RARE)
+        return bm25.doc_freqs([term])[term], bm25.search(RARE, tenant="acme", acl_tokens=["g:*"], limit=10)
+    assert isinstance(index, OpenSearchIndex)
+    index.client.indices.refresh(index=index.chunks_alias)
+    every = index.client.count(index=index.chunks_alias, body={"query": {"match": {"text": RARE}}})
+    body = {
+        "size": 10,
+        "query": {"bool": {"must": {"match": {"text": RARE}}, "filter": {"term": {"tenant": "acme"}}}},
+    }
+    hits = index.client.search(index=index.chunks_alias, body=body)["hits"]["hits"]
+    return int(every["count"]), [(int(h["_id"]), float(h["_score"])) for h in hits]
+
+
 def without_volatile(body: Any) -> Any:
     """The response without what differs between any two calls (ids, timings)."""
     if isinstance(body, dict):
@@ -76,12 +127,11 @@ def without_volatile(body: Any) -> Any:
     return body
 
 
-def test_a_tenant_cannot_detect_another_tenants_rare_term(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_tenant_cannot_detect_another_tenants_rare_term(shared: Runtime, tmp_path: Path) -> None:
     keys = ApiKeyStore(tmp_path / "k.json")
     a, _ = keys.create(Principal(tenant="acme", user="mallory", scopes=["search", "ingest"]))
     b, _ = keys.create(Principal(tenant="globex", user="erin", scopes=["ingest"]))
-    bm25 = runtime.index.bm25_index  # type: ignore[attr-defined]  # the embedded index's tantivy half
-    with TestClient(create_app(runtime, keys)) as client:
+    with TestClient(create_app(shared, keys)) as client:
 
         def observe() -> list[Any]:
             seen = []
@@ -112,9 +162,7 @@ def test_a_tenant_cannot_detect_another_tenants_rare_term(runtime: Runtime, tmp_
             "/v1/documents", json={"documents": A_DOCS}, headers={"Authorization": f"Bearer {a}"}
         )
         assert ok.status_code == 200 and ok.json()["indexed"] == len(A_DOCS)
-        [term] = bm25.analyze(RARE)
-        global_df_before = bm25.doc_freqs([term])[term]
-        tantivy_before = bm25.search(RARE, tenant="acme", acl_tokens=["g:*"], limit=10)
+        df_before, engine_before = native(shared.index)
         before = observe()
         assert before[0]["results"], "A's own rare-word documents must be found"
         assert all(
@@ -125,9 +173,10 @@ def test_a_tenant_cannot_detect_another_tenants_rare_term(runtime: Runtime, tmp_
             "/v1/documents", json={"documents": B_DOCS}, headers={"Authorization": f"Bearer {b}"}
         )
         assert ok.status_code == 200 and ok.json()["indexed"] == len(B_DOCS)
-        # the channel was open: index-wide statistics (tantivy's own scores) moved with B's documents
-        assert bm25.doc_freqs([term])[term] > global_df_before
-        assert bm25.search(RARE, tenant="acme", acl_tokens=["g:*"], limit=10) != tantivy_before
+        # the channel was open: the engine's own index-wide BM25 moved with B's documents
+        df_after, engine_after = native(shared.index)
+        assert df_after > df_before and engine_after != engine_before
+        assert {c for c, _ in engine_after} == {c for c, _ in engine_before}  # A's same chunks
         after = observe()
 
     assert differences(before, after) == []
