@@ -34,11 +34,13 @@ def replaced_spans(older: str, newer: str) -> list[tuple[str, str]]:
     """The spans of ``older`` that ``newer`` replaced, word for word (case folded), in text order:
     ``[("tampa florida", "glendale arizona")]`` for a passage with one claim swapped. Insertions and
     deletions are not replacements (an annotated copy, an excerpt). Bounded: texts over
-    :data:`MAX_EDIT_WORDS` words are not compared."""
+    :data:`MAX_EDIT_WORDS` words are not compared, and difflib's own defence stays on (``autojunk``: in
+    a text of 200 words or more, a word making up over 1% of it cannot start a match; "the" repeated
+    would otherwise make the diff quadratic, about a second for two 2,000-word texts of one word)."""
     a, b = words(older), words(newer)
     if len(a) > MAX_EDIT_WORDS or len(b) > MAX_EDIT_WORDS:
         return []
-    ops = difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    ops = difflib.SequenceMatcher(a=a, b=b, autojunk=True).get_opcodes()
     return [(" ".join(a[i1:i2]), " ".join(b[j1:j2])) for tag, i1, i2, j1, j2 in ops if tag == "replace"]
 
 

@@ -36,6 +36,7 @@ from services.ingest.sentences import split_sentence_blocks, split_sentences
 from services.orchestrator.conversation.entities import mentions
 from services.orchestrator.conversation.rewrite import ellipsis
 from services.orchestrator.routing.features import _DEMONSTRATIVES, _ENTITY, cheap_features
+from services.retrieval.copy_overlap import replaced_spans
 from tests.timing import growth_problem
 
 QUERY = "what is the password policy for the vpn of the company"
@@ -104,6 +105,7 @@ KNOWN: list[tuple[str, Callable[[str], object], Callable[[int], str], int]] = [
     ("blank lines", detect_injection, _pump("a", "\n", "x"), 1000),
     ("model markup lines", detect_injection, _pump("", "\n \n", "## x"), 500),
     ("short sentences, no reply", detect_injection, _pump("", ". a x", " your"), 2000),
+    ("one word repeated, diffed", lambda t: replaced_spans(t, "x " + t), _pump("", "word ", ""), 250),
     ("leading comments", _sniff, _pump("", "<!---->", "x"), 11),
     ("front matter title", lambda t: _split_front_matter(t), _pump("---\ntitle: a", " ", "b\n---\n"), 1000),
     ("follow-up spaces", ellipsis, _pump("and", " ", ""), 150),

@@ -52,6 +52,9 @@ def test_replaced_spans_are_replacements_only() -> None:
     assert replaced_spans(TEXT, TEXT.split(" at ")[0]) == []  # a deletion: an excerpt
     long = " ".join(["word"] * (MAX_EDIT_WORDS + 1))
     assert replaced_spans(long, long + " more") == []  # bounded: not compared
+    # a long passage: the swapped claim is found though its common words are junk to difflib
+    passage = " ".join(f"the {i} of the text" for i in range(60))
+    assert replaced_spans(passage, passage.replace("the 7 of", "the seven of")) == [("7", "seven")]
 
 
 def test_copy_texts_report_edits_of_older_copies_only() -> None:
