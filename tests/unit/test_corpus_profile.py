@@ -331,12 +331,13 @@ def test_the_attack_stages_follow_the_eval_tenant_s_profile() -> None:
         assert told.linked == [want], profile
 
 
-def test_copy_overlaps_are_asked_for_only_with_copy_planting() -> None:
-    """The search reads the close copies' text (their word overlap) only when the check will use it:
-    off by default, nothing extra is read."""
-    asked: dict[bool, float] = {}
-    for on in (False, True):
-        settings = FactCheckSettings(min_keep=1, copy_planting=on)
+def test_copy_texts_are_asked_for_only_when_a_rule_reads_them() -> None:
+    """The search reads the close copies' text (word overlaps, edits of older copies) only when the
+    check will use it: down to edit_cosine for the altered-copies rule (on by default), copy_threshold
+    for the copy_planting test alone, nothing when neither is on."""
+    asked: dict[tuple[bool, bool], float] = {}
+    for altered, planting in ((True, False), (False, True), (False, False)):
+        settings = FactCheckSettings(min_keep=1, altered_copies=altered, copy_planting=planting)
         checker = InProcessFactChecker(Words(), settings)  # type: ignore[arg-type]
         recorder = Recorder([scored("a", "aspirin text", 1.0)])
         try:
@@ -346,5 +347,6 @@ def test_copy_overlaps_are_asked_for_only_with_copy_planting() -> None:
             pipeline.search(Q, PAPERS, pipeline.params(top_k=3))
         finally:
             checker.close()
-        asked[on] = recorder.params[-1].copy_overlap
-    assert asked == {False: 0.0, True: FactCheckSettings().copy_threshold}
+        asked[(altered, planting)] = recorder.params[-1].copy_overlap
+    d = FactCheckSettings()
+    assert asked == {(True, False): d.edit_cosine, (False, True): d.copy_threshold, (False, False): 0.0}
