@@ -7,7 +7,6 @@ principal through the graph that the index would not return to it."""
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,13 +15,12 @@ import pytest
 from services.common.settings import RampartSettings
 from services.common.types import Acl, Document, Principal
 from services.rerank.reranker import Reranker
-from services.retrieval.config import IndexSettings
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
 from services.retrieval.graph.stream import GraphStatus
 from services.retrieval.hybrid import HybridRetriever
 from services.retrieval.opensearch_index import OpenSearchIndex
-from tests.integration.test_opensearch_index import drop, settings_for
+from tests.integration.test_opensearch_index import runtime_on
 
 ALICE = Principal(tenant="acme", user="alice", groups=["eng"])
 BOB = Principal(tenant="acme", user="bob", groups=["hr"])
@@ -46,22 +44,8 @@ def runtime(
 ) -> Iterator[Any]:
     """The same tests on each backend: the graph's promises (and its ACL) are the index's, so each
     index that serves the graph is held to them (the OpenSearch node starts only when asked for)."""
-    from services.orchestrator.runtime import Runtime
-
-    prefix = None
-    if request.param == "opensearch":
-        node = request.getfixturevalue("opensearch")
-        prefix = f"g{uuid.uuid4().hex[:12]}"
-        settings = settings.model_copy(
-            update={"index": IndexSettings(backend="opensearch"), "opensearch": settings_for(node, prefix)}
-        )
-    rt = Runtime.open(settings, embedder=embedder, reranker=reranker)
-    try:
+    with runtime_on(request, settings, "g", embedder=embedder, reranker=reranker) as rt:
         yield rt
-    finally:
-        rt.close()
-        if prefix is not None:
-            drop(request.getfixturevalue("opensearch"), prefix)
 
 
 def mentions(index: Any, key: str) -> int:

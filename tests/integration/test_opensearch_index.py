@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,31 @@ def drop(node: OpenSearchNode, prefix: str) -> None:
         client.indices.delete(index=f"{prefix}-*")
     finally:
         client.close()
+
+
+@contextmanager
+def runtime_on(
+    request: pytest.FixtureRequest, settings: RampartSettings, letter: str, **models: Any
+) -> Iterator[Any]:
+    """A runtime on the backend ``request.param`` names ("embedded" or "opensearch"; the OpenSearch
+    node starts only when asked for, its indexes under a fresh prefix opening with ``letter`` dropped
+    after): what the tests held to the same promises on each backend share."""
+    from services.orchestrator.runtime import Runtime
+
+    prefix = None
+    if request.param == "opensearch":
+        node = request.getfixturevalue("opensearch")
+        prefix = f"{letter}{uuid.uuid4().hex[:12]}"
+        settings = settings.model_copy(
+            update={"index": IndexSettings(backend="opensearch"), "opensearch": settings_for(node, prefix)}
+        )
+    rt = Runtime.open(settings, **models)
+    try:
+        yield rt
+    finally:
+        rt.close()
+        if prefix is not None:
+            drop(request.getfixturevalue("opensearch"), prefix)
 
 
 @pytest.fixture()

@@ -17,7 +17,6 @@ to the per-tenant rescoring, which differs in the ninth digit; docs/security.md)
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,11 +30,10 @@ from services.gateway.api_keys import ApiKeyStore
 from services.gateway.app import create_app
 from services.orchestrator.runtime import Runtime
 from services.rerank.reranker import Reranker
-from services.retrieval.config import IndexSettings
 from services.retrieval.embedded_index import EmbeddedIndex
 from services.retrieval.embedder import Embedder
 from services.retrieval.opensearch_index import OpenSearchIndex
-from tests.integration.test_opensearch_index import drop, settings_for
+from tests.integration.test_opensearch_index import runtime_on
 
 RARE = "zorblax"
 A_DOCS = [
@@ -83,20 +81,8 @@ def shared(
     request: pytest.FixtureRequest, settings: RampartSettings, embedder: Embedder, reranker: Reranker
 ) -> Iterator[Runtime]:
     """A runtime on each backend (the OpenSearch node starts only when asked for)."""
-    prefix = None
-    if request.param == "opensearch":
-        node = request.getfixturevalue("opensearch")
-        prefix = f"p{uuid.uuid4().hex[:12]}"
-        settings = settings.model_copy(
-            update={"index": IndexSettings(backend="opensearch"), "opensearch": settings_for(node, prefix)}
-        )
-    rt = Runtime.open(settings, embedder=embedder, reranker=reranker)
-    try:
+    with runtime_on(request, settings, "p", embedder=embedder, reranker=reranker) as rt:
         yield rt
-    finally:
-        rt.close()
-        if prefix is not None:
-            drop(request.getfixturevalue("opensearch"), prefix)
 
 
 def native(index: Any) -> tuple[int, list[tuple[int, float]]]:
