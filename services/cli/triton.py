@@ -129,6 +129,7 @@ def triton_serve(
         metrics_port=metrics_port,
         address=address,
         tls=tls,
+        die_with_parent=True,  # supervisord SIGKILLs this launcher in `rampart bench faults`
     )
     # Handlers first: tritonserver runs in its own session, so a SIGTERM (supervisord stopping the
     # stack) that killed this process during the start-up wait would leave it running, orphaned.

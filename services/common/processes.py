@@ -7,9 +7,11 @@ stops any of them the same way and never leaves a child behind.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Self
@@ -29,6 +31,19 @@ def stop_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
                 proc.wait(timeout=10)
     with contextlib.suppress(ProcessLookupError, PermissionError):  # children the leader left behind
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for a server started by a launcher that may itself be SIGKILLed (supervisord's
+    ``rampart triton serve``): the kernel SIGKILLs the child when the launcher dies. Its own session
+    keeps it out of the launcher's process group, so without this a killed launcher leaves it running
+    with the ports its restarted twin needs (seen under ``rampart bench faults``). Linux only; elsewhere
+    a no-op, and the launcher's signal handlers still stop it on SIGTERM."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class OwnedProcess(ABC):

@@ -26,7 +26,7 @@ import httpx
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.fs import tail
-from services.common.processes import OwnedProcess
+from services.common.processes import OwnedProcess, die_with_parent
 
 
 def _is_ready(url: str) -> bool:
@@ -160,6 +160,8 @@ class TritonServer(OwnedProcess):
     # --http-address, and 0.0.0.0 in a build without HTTP (they name the models and count requests)
     address: str = "127.0.0.1"
     tls: TritonServerTls | None = None  # gRPC over TLS (mutual with a CA); None: plaintext
+    # killed with its parent (processes.die_with_parent): for a launcher that supervisord may SIGKILL
+    die_with_parent: bool = False
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     stop_wait_s: float = field(
         default=30.0, init=False
@@ -206,6 +208,7 @@ class TritonServer(OwnedProcess):
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent if self.die_with_parent else None,  # the CLI sets it: one thread
         )
         log.close()
         deadline = time.monotonic() + timeout

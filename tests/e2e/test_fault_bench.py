@@ -21,6 +21,7 @@ def test_killing_triton_under_load_degrades_rerank_and_loses_no_acknowledged_doc
 ) -> None:
     assert _loopback_only(), "run it in a loopback-only namespace: python -m tests.e2e.isolated pytest …"
     out = tmp_path / "faults.json"
+    before = bench_tritonservers()
     done = subprocess.run(
         [
             str(RAMPART),
@@ -55,3 +56,22 @@ def test_killing_triton_under_load_degrades_rerank_and_loses_no_acknowledged_doc
     documents = record["documents"]
     assert documents["acknowledged"] > 0 and documents["lost"] == 0
     assert documents["indexed"] + documents["failed"] == documents["acknowledged"]
+    # the SIGKILLed launcher's tritonserver died with it (processes.die_with_parent), and the stack's
+    # shutdown stopped its restarted twin: none of the bench's servers outlives the bench
+    assert bench_tritonservers() - before == set()
+
+
+def bench_tritonservers() -> set[tuple[int, str]]:
+    """(pid, command line) of running tritonservers of a fault bench's stack (under /tmp/rfb-*)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if "tritonserver" in cmd and "--model-repository=/tmp/rfb-" in cmd and state != "Z":
+            found.add((int(proc.name), cmd))
+    return found
