@@ -39,8 +39,9 @@ system-deps:  ## Debian packages the build needs (venv, compiler headers, redis-
 	fi
 
 # Installs go through uv (pinned below, bootstrapped into the venv by pip): it resolves and links the
-# same pinned versions as pip, about five times faster on a cold cache (torch + the project's deps:
-# 32 s against 227 s, docs/benchmarks.md "Test suite"), and several venvs may share its cache at once.
+# same pinned versions as pip, several times faster (torch + the project's deps: 32 s with uv's cache
+# cold against 227 s with pip's warm; docs/journal/2026-11-29-suite-time.md), and several venvs may
+# share its cache at once.
 UV_VERSION ?= 0.13.9
 UV := $(BIN)/uv
 # --compile-bytecode: pip writes .pyc files at install and uv does not; with PYTHONDONTWRITEBYTECODE set

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from abc import ABC, abstractmethod
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -31,6 +32,23 @@ def stop_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
                 proc.wait(timeout=10)
     with contextlib.suppress(ProcessLookupError, PermissionError):  # children the leader left behind
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs and may still act: a killed process its parent has not reaped yet (a
+    zombie) answers signal 0 but will never write again, so it counts as gone. Another user's process
+    counts as alive; without ``/proc`` a zombie cannot be told apart and counts as alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h

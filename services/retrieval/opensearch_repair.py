@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.common.processes import pid_alive
 from services.common.types import DocumentState
 
 # what a repair reads of an entry
@@ -82,26 +83,6 @@ def retire(writer: str) -> None:
         _LIVE.discard(writer)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: alive
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    """Whether ``pid`` is a killed process its parent has not reaped yet: it still answers signal 0 but
-    will never write again (a worker SIGKILLed under a parent that reaps late). Without ``/proc``: no."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
-
-
 def writer_gone(entry: Mapping[str, Any], *, me: str, inflight: set[str], key: str, now: float) -> bool:
     """Whether the writer that left ``entry`` unfinished can no longer finish it (module doc)."""
     writer = entry.get("writer")
@@ -120,7 +101,7 @@ def writer_gone(entry: Mapping[str, Any], *, me: str, inflight: set[str], key: s
     if pid == os.getpid():
         with _LIVE_LOCK:
             return writer not in _LIVE
-    return not _pid_alive(pid)
+    return not pid_alive(pid)
 
 
 def unfinished(entry: Mapping[str, Any]) -> bool:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from services.common.processes import pid_alive
 from tests.conftest import REPO
 from tests.e2e.conftest import _loopback_only
 
@@ -69,9 +70,8 @@ def bench_tritonservers() -> set[tuple[int, str]]:
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0]
         except OSError:
             continue
-        if "tritonserver" in cmd and "--model-repository=/tmp/rfb-" in cmd and state != "Z":
+        if "tritonserver" in cmd and "--model-repository=/tmp/rfb-" in cmd and pid_alive(int(proc.name)):
             found.add((int(proc.name), cmd))
     return found

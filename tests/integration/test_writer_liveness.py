@@ -8,19 +8,19 @@ import signal
 import subprocess
 import time
 
-from services.retrieval.opensearch_repair import _pid_alive
+from services.common.processes import pid_alive
 
 
 def test_a_killed_unreaped_writer_is_gone_and_a_running_one_alive() -> None:
     proc = subprocess.Popen(["sleep", "60"])
     try:
-        assert _pid_alive(proc.pid)
+        assert pid_alive(proc.pid)
         proc.send_signal(signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while _pid_alive(proc.pid) and time.monotonic() < deadline:
+        while pid_alive(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert not _pid_alive(proc.pid)  # a zombie: signal 0 still succeeds
+        assert not pid_alive(proc.pid)  # a zombie: signal 0 still succeeds
     finally:
         proc.kill()
         proc.wait()
-    assert not _pid_alive(proc.pid)  # reaped: gone from the process table
+    assert not pid_alive(proc.pid)  # reaped: gone from the process table
