@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from services.common.types import NAME_PATTERN
@@ -107,31 +107,75 @@ class GrpcServerSettings(BaseModel):
     @field_validator("allowed_callers")
     @classmethod
     def _callers(cls, names: list[str]) -> list[str]:
-        """Blank names would match no certificate and hide a typo; ``*`` mixed with names is ambiguous."""
-        cleaned = [n.strip() for n in names]
-        if any(not n for n in cleaned):
-            raise ValueError(
-                f'allowed_callers {names!r} holds an empty name; list component names, e.g. ["orchestrator"]'
-            )
-        if ANY_CALLER in cleaned and len(cleaned) > 1:
-            raise ValueError(
-                f'allowed_callers {names!r} mixes "*" with names; use ["*"] (any certificate of the CA) '
-                "or names only"
-            )
-        return list(dict.fromkeys(cleaned))
+        return caller_names("allowed_callers", names)
+
+
+def caller_names(field: str, names: list[str]) -> list[str]:
+    """A list of certificate CNs, checked: blank names would match no certificate and hide a typo;
+    ``*`` mixed with names is ambiguous. ``field`` names the setting in the error."""
+    cleaned = [n.strip() for n in names]
+    if any(not n for n in cleaned):
+        raise ValueError(
+            f'{field} {names!r} holds an empty name; list component names, e.g. ["orchestrator"]'
+        )
+    if ANY_CALLER in cleaned and len(cleaned) > 1:
+        raise ValueError(
+            f'{field} {names!r} mixes "*" with names; use ["*"] (any certificate of the CA) or names only'
+        )
+    return list(dict.fromkeys(cleaned))
 
 
 class RetrievalServiceSettings(GrpcServerSettings):
     """The retrieval service's server: its callers are the orchestrator (searches, index reads) and
-    ingest (writes), the gRPC edges of docs/architecture.md."""
+    ingest (writes), the gRPC edges of docs/architecture.md.
+
+    Each caller gets only its side of the edge (``read_callers``, ``write_callers``;
+    :mod:`services.retrieval.caller_roles` says which RPC is which): a stolen orchestrator certificate,
+    the component that faces the users and the LLM, cannot rewrite or delete the index, and a stolen
+    ingest certificate, the component that parses uploaded files, cannot read every tenant's chunks."""
 
     allowed_callers: list[str] = Field(
         default=["orchestrator", "ingest"],
         min_length=1,
         description="With mTLS: the client certificate CNs (the component name from `rampart certs dev`, e.g. "
         "orchestrator; the chart: release-component, e.g. rampart-orchestrator) that may call "
-        'retrieval, others get PERMISSION_DENIED; ["*"]: any certificate of the CA',
+        'retrieval, others get PERMISSION_DENIED; ["*"]: any certificate of the CA, and no check by '
+        "method either",
     )
+    read_callers: list[str] = Field(
+        default=["orchestrator"],
+        min_length=1,
+        description="With mTLS: which of allowed_callers may call the search path's RPCs, those that return "
+        "text, vectors or hits (Search, Bm25, Dense, Cosine, StoredVectors, CopyCosines, Chunks, "
+        'Named); ["*"]: all of allowed_callers',
+    )
+    write_callers: list[str] = Field(
+        default=["ingest"],
+        min_length=1,
+        description="With mTLS: which of allowed_callers may call the document lifecycle's RPCs (Write, "
+        'Delete, Mark, and the Status and Current of ingest\'s bookkeeping); ["*"]: all of allowed_callers',
+    )
+
+    @field_validator("read_callers", "write_callers")
+    @classmethod
+    def _role_callers(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        return caller_names(str(info.field_name), names)
+
+    @model_validator(mode="after")
+    def _roles_within_allowed(self) -> RetrievalServiceSettings:
+        """A role naming a caller the service gate refuses would never apply: a typo, or a chart that
+        renamed the callers (release-prefixed CNs) in one list only."""
+        if ANY_CALLER in self.allowed_callers:
+            return self
+        for field in ("read_callers", "write_callers"):
+            outside = [n for n in getattr(self, field) if n != ANY_CALLER and n not in self.allowed_callers]
+            if outside:
+                raise ValueError(
+                    f"retrieval_service.{field} names {outside!r}, not in allowed_callers "
+                    f"{self.allowed_callers!r}: the service refuses them before any method; add them to "
+                    f"RAMPART_RETRIEVAL_SERVICE__ALLOWED_CALLERS or fix RAMPART_RETRIEVAL_SERVICE__{field.upper()}"
+                )
+        return self
 
 
 class ServiceTlsSettings(BaseModel):

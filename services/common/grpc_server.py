@@ -36,7 +36,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -53,6 +53,7 @@ from services.common.metrics import record_request
 from services.common.service_auth import (
     RAMPART_METHODS,
     CallerPolicy,
+    MethodCallers,
     ServiceAuth,
     caller_identity,
     check_exposure,
@@ -224,10 +225,20 @@ def _absolute(remaining: float | None) -> float | None:
 class GrpcServer:
     """One ``grpc.aio`` server for one Rampart service process (see the module doc for usage)."""
 
-    def __init__(self, settings: GrpcServerSettings, *, name: str, auth: ServiceAuth | None = None) -> None:
+    def __init__(
+        self,
+        settings: GrpcServerSettings,
+        *,
+        name: str,
+        auth: ServiceAuth | None = None,
+        method_callers: Sequence[MethodCallers] = (),
+    ) -> None:
+        """``method_callers``: narrower caller lists for some RPCs than ``settings.allowed_callers``
+        (checked with mTLS only, as the list itself)."""
         self.settings = settings
         self.name = name
         self.auth = auth or ServiceAuth()
+        self.method_callers = tuple(method_callers)
         self.port: int | None = None
         self.health_port: int | None = None
         self._health_server: grpc.aio.Server | None = None
@@ -313,6 +324,7 @@ class GrpcServer:
             self.name,
             tuple(self.settings.allowed_callers),
             f"RAMPART_{self.name.upper()}_SERVICE__ALLOWED_CALLERS",
+            self.method_callers,
         )
 
     def _caller_check(self) -> list[grpc.aio.ServerInterceptor]:
@@ -324,6 +336,11 @@ class GrpcServer:
         parts = [p for p, on in (("mTLS", self.auth.tls), ("token", self.auth.token)) if on]
         if self.auth.tls is not None:
             parts.append("callers: " + ", ".join(self.settings.allowed_callers))
+            if not self.caller_policy.open:
+                parts.extend(
+                    f"{rule.setting.rsplit('__', 1)[-1].lower()}: {', '.join(rule.allowed)}"
+                    for rule in self.method_callers
+                )
         return " + ".join(parts) if parts else "plaintext, no token"
 
     def _bind(self, server: grpc.aio.Server, port: int, credentials: grpc.ServerCredentials | None) -> int:

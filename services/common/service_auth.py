@@ -273,28 +273,59 @@ def caller_identity(context: grpc.aio.ServicerContext) -> str | None:
 
 
 @dataclass(frozen=True)
+class MethodCallers:
+    """Who may call some of a server's RPCs (``methods``, full names such as
+    ``/rampart.retrieval.v1.IndexService/Write``): ``allowed``, a narrower list than the server's;
+    ``setting`` is the variable that sets it, named in refusals."""
+
+    methods: frozenset[str]
+    allowed: tuple[str, ...]
+    setting: str
+
+    def admits(self, identity: str | None) -> bool:
+        return ANY_CALLER in self.allowed or (identity is not None and identity in self.allowed)
+
+
+@dataclass(frozen=True)
 class CallerPolicy:
-    """Who may call one server's RPCs: ``allowed`` identities, ``setting`` the variable that lists them."""
+    """Who may call one server's RPCs: ``allowed`` identities, ``setting`` the variable that lists them;
+    ``methods``: narrower lists for some RPCs (the retrieval service's reads and writes). An open
+    policy (``*``) checks nothing, the narrower lists included: no certificate names a component."""
 
     service: str
     allowed: tuple[str, ...]
     setting: str
+    methods: tuple[MethodCallers, ...] = ()
 
     @property
     def open(self) -> bool:
         return ANY_CALLER in self.allowed
 
     def refusal(self, identity: str | None, method: str) -> RampartError | None:
-        """``None`` when ``identity`` may call, else the error naming it and the fix."""
-        if self.open or (identity is not None and identity in self.allowed):
+        """``None`` when ``identity`` may call ``method``, else the error naming it and the fix."""
+        if self.open:
             return None
+        if identity is None or identity not in self.allowed:
+            return self._refuse(identity, method, f"the {self.service} service", self.allowed, self.setting)
+        for rule in self.methods:
+            if method in rule.methods and not rule.admits(identity):
+                name = method.rsplit("/", 1)[-1]
+                return self._refuse(
+                    identity, method, f"{name} on the {self.service} service", rule.allowed, rule.setting
+                )
+        return None
+
+    @staticmethod
+    def _refuse(
+        identity: str | None, method: str, what: str, allowed: tuple[str, ...], setting: str
+    ) -> RampartError:
         shown = repr(identity) if identity is not None else "no certificate identity (CN)"
         return RampartError(
             ErrorCode.PERMISSION_DENIED,
-            f"{method}: the caller's certificate names {shown}, which may not call the {self.service} "
-            f"service (allowed: {', '.join(self.allowed)}); if it should, add it to {self.setting}, or give "
-            "the caller the certificate of an allowed component",
+            f"{method}: the caller's certificate names {shown}, which may not call {what} "
+            f"(allowed: {', '.join(allowed)}); if it should, add it to {setting}, or give the caller the "
+            "certificate of an allowed component",
             caller=identity,
-            allowed=list(self.allowed),
-            setting=self.setting,
+            allowed=list(allowed),
+            setting=setting,
         )

@@ -15,11 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from rampart.links.v1 import links_pb2_grpc
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc, retrieval_pb2, retrieval_pb2_grpc
 
-from services.common.config import GrpcServerSettings
+from services.common.config import RetrievalServiceSettings
 from services.common.grpc_server import GrpcServer
 from services.common.service_auth import ServiceAuth
 from services.common.service_telemetry import run_service
 from services.common.settings import RampartSettings
+from services.retrieval.caller_roles import method_callers
 from services.retrieval.embedder import Embedder
 from services.retrieval.graph.config import GraphSettings
 from services.retrieval.graph.entities import preload
@@ -45,7 +46,7 @@ class RetrievalApp:
 
     def __init__(
         self,
-        settings: GrpcServerSettings,
+        settings: RetrievalServiceSettings,
         index: SearchIndex,
         embedder: Embedder | None,
         graph: GraphSettings | None = None,
@@ -58,7 +59,9 @@ class RetrievalApp:
         self.executor = ThreadPoolExecutor(
             max_workers=min(settings.max_concurrent_rpcs, MAX_WORKERS), thread_name_prefix="retrieval-rpc"
         )
-        self.server = GrpcServer(settings, name="retrieval", auth=auth)
+        self.server = GrpcServer(
+            settings, name="retrieval", auth=auth, method_callers=method_callers(settings)
+        )
         self.server.add(
             index_pb2_grpc.add_IndexServiceServicer_to_server,
             IndexServicer(index, self.executor),

@@ -231,6 +231,7 @@ def test_the_stack_runs_with_mtls_redis_auth_and_ray_auth(loaded: Stack) -> None
 
     from services.common.config import ServiceTlsSettings
     from services.common.dev_certs import DevCerts
+    from services.common.errors import ErrorCode, RampartError
     from services.common.grpc_client import open_channel
     from services.common.service_auth import ServiceAuth, TlsMaterial
     from services.retrieval.remote_index import RemoteIndex
@@ -257,6 +258,11 @@ def test_the_stack_runs_with_mtls_redis_auth_and_ray_auth(loaded: Stack) -> None
     alice = Principal(tenant="acme", user="alice", groups=["eng"])
     readable = {c.doc_id for c in index.chunks(list(range(1, 200)), alice).values()}
     assert readable and "salary" not in readable  # hr's document: not alice's, asked for by id
+    # the orchestrator's certificate reads; the index's writes belong to ingest's (write_callers)
+    with pytest.raises(RampartError) as denied:
+        index.delete("acme", sorted(readable)[0])
+    assert denied.value.code is ErrorCode.PERMISSION_DENIED, denied.value
+    assert readable <= {c.doc_id for c in index.chunks(list(range(1, 200)), alice).values()}
     index.close()
     for auth in (ServiceAuth(), ServiceAuth(token=token), ServiceAuth(tls=tls)):
         channel = open_channel(address, auth=auth)

@@ -175,7 +175,14 @@ def test_ingest_admits_the_gateway_only(certs: DevCerts) -> None:
 def test_the_allow_list_is_a_setting(certs: DevCerts) -> None:
     """An operator's tool with the dev CA's ``client`` certificate, added to the list; ``*`` admits
     every certificate of the CA (the generic server's default)."""
-    added = Toy(certs, "retrieval", RetrievalServiceSettings(port=free_port(), allowed_callers=["client"]))
+    only_client = ["client"]  # the role lists must stay inside the gate (test_caller_roles.py)
+    added = Toy(
+        certs,
+        "retrieval",
+        RetrievalServiceSettings(
+            port=free_port(), allowed_callers=only_client, read_callers=only_client, write_callers=only_client
+        ),
+    )
     anyone = Toy(certs, "retrieval", GrpcServerSettings(port=free_port()))
     try:
         assert added.ping(certs, "client") == b"pong"

@@ -416,6 +416,16 @@ def caller_problems(r: Rendered) -> list[str]:
         got = sorted(json.loads(env[var]["value"]))
         if got != sorted(f"rampart-{c}" for c in callers):
             problems.append(f"{name(obj)}: {var}={got}, expected the CNs of {callers}")
+        # the per-method lists (retrieval's read/write sides): the settings' defaults, as chart CNs
+        service_defaults = defaults[f"{server}_service"].default
+        for field in ("read_callers", "write_callers"):
+            role_default = getattr(service_defaults, field, None)
+            if role_default is None:
+                continue
+            role_var = f"RAMPART_{server.upper()}_SERVICE__{field.upper()}"
+            role_got = sorted(json.loads(env[role_var]["value"])) if role_var in env else None
+            if role_got != sorted(f"rampart-{c}" for c in role_default):
+                problems.append(f"{name(obj)}: {role_var}={role_got}, expected the CNs of {role_default}")
         for comp in {c for pair in pairs for c in pair}:
             cn = cert_identity(r, comp)
             if cn is not None and (cn in got) != (comp in callers):
@@ -1017,8 +1027,10 @@ def test_the_rendered_certificates_make_an_mtls_handshake(tmp_path: Path) -> Non
 
 
 def test_the_rendered_allow_lists_admit_the_rendered_certificates() -> None:
-    """Retrieval's rendered allowed_callers on a real mTLS server with its rendered certificate: the
-    orchestrator's and ingest's certificates are admitted, the gateway's (same CA) gets PERMISSION_DENIED."""
+    """Retrieval's rendered caller lists on a real mTLS server with its rendered certificate: the
+    orchestrator's certificate reads but may not write, ingest's writes but may not read, and the
+    gateway's (same CA) gets PERMISSION_DENIED for both. The settings are built from the rendered
+    values, so lists the settings refuse (a role outside the gate) fail here too."""
     import grpc
 
     from services.common.config import RetrievalServiceSettings
@@ -1027,6 +1039,7 @@ def test_the_rendered_allow_lists_admit_the_rendered_certificates() -> None:
     from services.common.grpc_server import GrpcServer
     from services.common.net import free_port
     from services.common.service_auth import ServiceAuth, TlsMaterial
+    from services.retrieval.caller_roles import method_callers
     from tests.integration.grpc_servers import BackgroundLoop
 
     r = rendered("small")
@@ -1039,34 +1052,47 @@ def test_the_rendered_allow_lists_admit_the_rendered_certificates() -> None:
         )
         return ServiceAuth(tls=pem)
 
-    async def ping(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def pong(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return b"pong"
 
-    allowed = json.loads(env_var(r, "retrieval", "RAMPART_RETRIEVAL_SERVICE__ALLOWED_CALLERS")["value"])
-    settings = RetrievalServiceSettings(port=free_port(), allowed_callers=allowed)
-    server = GrpcServer(settings, name="retrieval", auth=auth("retrieval"))
-    handler = grpc.method_handlers_generic_handler(
-        "rampart.test.v1.Toy", {"Ping": grpc.unary_unary_rpc_method_handler(ping)}
+    lists = {
+        field: json.loads(env_var(r, "retrieval", f"RAMPART_RETRIEVAL_SERVICE__{field.upper()}")["value"])
+        for field in ("allowed_callers", "read_callers", "write_callers")
+    }
+    settings = RetrievalServiceSettings(port=free_port(), **lists)
+    server = GrpcServer(
+        settings, name="retrieval", auth=auth("retrieval"), method_callers=method_callers(settings)
     )
-    server.add(lambda h, srv: srv.add_generic_rpc_handlers((h,)), handler, "rampart.test.v1.Toy")
+    # stand-ins under the real method names: the check runs before any handler
+    service = "rampart.retrieval.v1.IndexService"
+    handler = grpc.method_handlers_generic_handler(
+        service, {m: grpc.unary_unary_rpc_method_handler(pong) for m in ("Chunks", "Write", "Stats")}
+    )
+    server.add(lambda h, srv: srv.add_generic_rpc_handlers((h,)), handler, service)
     loop = BackgroundLoop()
     try:
         address = f"127.0.0.1:{loop.run(server.start())}"
 
-        def call(comp: str) -> bytes:
+        def call(comp: str, method: str) -> bytes:
             channel = open_channel(address, auth=auth(comp))
             try:
-                method = channel.unary_unary("/rampart.test.v1.Toy/Ping")
-                return bytes(Caller(channel, address, deadline_ms=5000).call(method, b"", idempotent=True))
+                stub = channel.unary_unary(f"/{service}/{method}")
+                return bytes(Caller(channel, address, deadline_ms=5000).call(stub, b"", idempotent=True))
             finally:
                 channel.close()
 
-        assert call("orchestrator") == b"pong" and call("ingest") == b"pong"
-        with pytest.raises(RampartError) as err:
-            call("gateway")
-        assert (
-            err.value.code is ErrorCode.PERMISSION_DENIED and err.value.details["caller"] == "rampart-gateway"
-        )
+        def refused(comp: str, method: str) -> RampartError:
+            with pytest.raises(RampartError) as err:
+                call(comp, method)
+            assert err.value.code is ErrorCode.PERMISSION_DENIED
+            assert err.value.details["caller"] == f"rampart-{comp}"
+            return err.value
+
+        assert call("orchestrator", "Chunks") == b"pong" and call("ingest", "Write") == b"pong"
+        assert call("orchestrator", "Stats") == b"pong" and call("ingest", "Stats") == b"pong"
+        assert refused("orchestrator", "Write").details["setting"].endswith("__WRITE_CALLERS")
+        assert refused("ingest", "Chunks").details["setting"].endswith("__READ_CALLERS")
+        assert refused("gateway", "Stats").details["setting"].endswith("__ALLOWED_CALLERS")
     finally:
         loop.run(server.stop(0))
         loop.close()
@@ -1380,7 +1406,16 @@ def test_caller_check_breaks() -> None:
             v for v in first_container(r, "ingest")["env"] if not v["name"].endswith("__ALLOWED_CALLERS")
         ]
 
-    for change in (gateway_admitted, bare_names, unset):
+    def ingest_reads(r: Rendered) -> None:  # ingest's certificate on the search side too
+        role = env_var(r, "retrieval", "RAMPART_RETRIEVAL_SERVICE__READ_CALLERS")
+        role["value"] = '["rampart-orchestrator","rampart-ingest"]'
+
+    def roles_unset(r: Rendered) -> None:
+        first_container(r, "retrieval")["env"] = [
+            v for v in first_container(r, "retrieval")["env"] if not v["name"].endswith("__WRITE_CALLERS")
+        ]
+
+    for change in (gateway_admitted, bare_names, unset, ingest_reads, roles_unset):
         assert caller_problems(broken("small", change)), change.__name__
 
 

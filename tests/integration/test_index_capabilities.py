@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from services.common.config import GrpcServerSettings, RemoteSettings
+from services.common.config import RemoteSettings, RetrievalServiceSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
 from services.common.types import Acl, Chunk, Principal
@@ -118,7 +118,9 @@ def test_storage_only_index_searches_and_refuses_what_needs_a_capability(embedde
 
 def test_index_service_refuses_the_reads_its_index_lacks(embedded: EmbeddedIndex) -> None:
     loop = BackgroundLoop()
-    app = RetrievalApp(GrpcServerSettings(host="127.0.0.1", port=free_port()), StorageOnly(embedded), None)  # type: ignore[arg-type]
+    app = RetrievalApp(
+        RetrievalServiceSettings(host="127.0.0.1", port=free_port()), StorageOnly(embedded), None
+    )  # type: ignore[arg-type]
     port = loop.run(app.start())
     client = RemoteIndex.connect(f"127.0.0.1:{port}", RemoteSettings())
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.config import CorpusProfile, CorpusSettings, GrpcServerSettings, RemoteSettings
+from services.common.config import CorpusProfile, CorpusSettings, RemoteSettings, RetrievalServiceSettings
 from services.common.net import free_port
 from services.common.types import Acl, Chunk, Principal
 from services.orchestrator.search import SearchPipeline
@@ -180,7 +180,7 @@ def served(
     async def start() -> RetrievalApp:
         index = EmbeddedIndex.open(tmp_path / "served", dim=embedder.dim)
         index.write(writes(embedder, index, corpus))
-        app = RetrievalApp(GrpcServerSettings(host="127.0.0.1", port=port), index, embedder)
+        app = RetrievalApp(RetrievalServiceSettings(host="127.0.0.1", port=port), index, embedder)
         await app.start()
         return app
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from services.common.config import GrpcServerSettings, RemoteSettings
+from services.common.config import RemoteSettings, RetrievalServiceSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.net import free_port
 from services.common.settings import RampartSettings
@@ -139,7 +139,7 @@ def test_a_node_killed_mid_ingest_loses_no_acknowledged_document(  # long: one k
     loop = BackgroundLoop()
     port = free_port()
     served = open_index(settings, embedder.dim, embedder.model_id)  # the retrieval service's own handle
-    app = RetrievalApp(GrpcServerSettings(host="127.0.0.1", port=port), served, embedder)
+    app = RetrievalApp(RetrievalServiceSettings(host="127.0.0.1", port=port), served, embedder)
     loop.run(app.start())
     remote = RemoteRetriever.connect(f"127.0.0.1:{port}", RemoteSettings())
     keys = ApiKeyStore(tmp_path / "keys.json")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.config import GrpcServerSettings, RemoteSettings
+from services.common.config import RemoteSettings, RetrievalServiceSettings
 from services.common.net import free_port
 from services.retrieval.config import IndexSettings
 from services.retrieval.embedded_index import EmbeddedIndex
@@ -30,7 +30,7 @@ class ServedIndex:
     async def _start(self, root: Path, kind: str) -> int:
         # Opened on the loop's thread, which also closes it (the index's file lock is per thread).
         index = EmbeddedIndex.open(root, dim=DIM, settings=IndexSettings(vector_kind=kind))
-        self.app = RetrievalApp(GrpcServerSettings(host="127.0.0.1", port=free_port()), index, None)
+        self.app = RetrievalApp(RetrievalServiceSettings(host="127.0.0.1", port=free_port()), index, None)
         return await self.app.start()
 
     def close(self) -> None:

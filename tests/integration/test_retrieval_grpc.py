@@ -22,7 +22,7 @@ from grpc_status import rpc_status
 from rampart.retrieval.v1 import index_pb2, index_pb2_grpc, retrieval_pb2_grpc
 
 from services.common import wire
-from services.common.config import GrpcServerSettings, RemoteSettings
+from services.common.config import GrpcServerSettings, RemoteSettings, RetrievalServiceSettings
 from services.common.errors import ErrorCode, RampartError
 from services.common.grpc_client import Caller, open_channel
 from services.common.grpc_server import GrpcServer, remaining_s, set_deadline
@@ -81,7 +81,9 @@ class Served:
     async def _start(self, root: Path, embedder: Embedder) -> None:
         self.index = EmbeddedIndex.open(root, dim=embedder.dim)  # opened and closed on the loop's thread
         # reflection on: test_health_and_reflection reads it (off by default: test_service_auth.py)
-        self.app = RetrievalApp(GrpcServerSettings(port=self.port, reflection=True), self.index, embedder)
+        self.app = RetrievalApp(
+            RetrievalServiceSettings(port=self.port, reflection=True), self.index, embedder
+        )
         await self.app.start()
 
 
@@ -487,7 +489,10 @@ def test_the_graph_model_is_loaded_before_the_service_serves(tmp_path: Path, emb
         """How many models were loaded by the time the app was built (then it starts and stops)."""
         entities._pipeline.cache_clear()
         app = RetrievalApp(
-            GrpcServerSettings(port=free_port()), EmbeddedIndex.open(root, dim=embedder.dim), embedder, graph
+            RetrievalServiceSettings(port=free_port()),
+            EmbeddedIndex.open(root, dim=embedder.dim),
+            embedder,
+            graph,
         )
         loaded = entities._pipeline.cache_info().currsize
         await app.start()

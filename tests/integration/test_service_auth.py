@@ -23,7 +23,12 @@ from rampart.ingest.v1 import ingest_pb2
 from rampart.links.v1 import links_pb2
 from rampart.retrieval.v1 import index_pb2, retrieval_pb2
 
-from services.common.config import GrpcServerSettings, RemoteSettings, ServiceTlsSettings
+from services.common.config import (
+    GrpcServerSettings,
+    RemoteSettings,
+    RetrievalServiceSettings,
+    ServiceTlsSettings,
+)
 from services.common.dev_certs import DevCerts, make_dev_certs
 from services.common.errors import ErrorCode, RampartError
 from services.common.grpc_client import check_ready, open_channel
@@ -64,7 +69,9 @@ class Served:
 
     def __init__(self, tmp: Path, embedder: object, auth: ServiceAuth, **server: object) -> None:
         self.loop = BackgroundLoop()
-        self.settings = GrpcServerSettings(port=free_port(), **server)  # type: ignore[arg-type]
+        # any certificate of the CA by default (the tests of the per-component lists pass their own)
+        given: dict[str, object] = {"allowed_callers": ["*"], **server}
+        self.settings = RetrievalServiceSettings(port=free_port(), **given)  # type: ignore[arg-type]
         self.address = f"127.0.0.1:{self.settings.port}"
         self.loop.run(self._start(tmp, embedder, auth))
 
@@ -198,6 +205,70 @@ def test_mtls_serves_only_clients_with_a_certificate_of_the_ca(
     channel = open_channel(mtls.address, auth=ServiceAuth.from_settings(remote(certs, token=None)))
     assert set(call_every_method(channel).values()) == {"UNAUTHENTICATED"}
     channel.close()
+
+
+# What each component may call on the retrieval service with the default lists (docs/security.md),
+# written out here rather than read from services/retrieval/caller_roles.py: the test is the spec.
+SEARCH_SIDE = {
+    "rampart.retrieval.v1.RetrievalService.Search",
+    "rampart.retrieval.v1.IndexService.Bm25",
+    "rampart.retrieval.v1.IndexService.Dense",
+    "rampart.retrieval.v1.IndexService.Cosine",
+    "rampart.retrieval.v1.IndexService.StoredVectors",
+    "rampart.retrieval.v1.IndexService.CopyCosines",
+    "rampart.retrieval.v1.IndexService.Chunks",
+    "rampart.links.v1.LinkService.Named",
+}
+LIFECYCLE_SIDE = {
+    f"rampart.retrieval.v1.IndexService.{m}" for m in ("Write", "Delete", "Mark", "Status", "Current")
+}
+
+
+@pytest.fixture(scope="module")
+def mtls_default_callers(
+    tmp_path_factory: pytest.TempPathFactory, embedder: object, certs: DevCerts
+) -> Iterator[Served]:
+    auth = ServiceAuth.from_settings(remote(certs, "retrieval"))
+    served = Served(
+        tmp_path_factory.mktemp("roles"), embedder, auth, allowed_callers=["orchestrator", "ingest"]
+    )
+    yield served
+    served.close()
+
+
+@pytest.mark.parametrize(
+    ("caller", "denied"),
+    [
+        ("orchestrator", LIFECYCLE_SIDE),  # the search path: cannot rewrite or delete documents
+        ("ingest", SEARCH_SIDE),  # the document lifecycle: cannot read chunks, vectors or hits
+    ],
+)
+def test_each_caller_of_retrieval_gets_only_its_side(
+    mtls_default_callers: Served, certs: DevCerts, caller: str, denied: set[str]
+) -> None:
+    channel = open_channel(
+        mtls_default_callers.address, auth=ServiceAuth.from_settings(remote(certs, caller))
+    )
+    got = call_every_method(channel)
+    channel.close()
+    assert {m for m, code in got.items() if code == "PERMISSION_DENIED"} == denied, got
+    # the rest reached its handler (empty requests: answered, or refused as invalid)
+    assert {code for m, code in got.items() if m not in denied} <= {"OK", "INVALID_ARGUMENT"}, got
+
+
+def test_a_refused_method_names_the_setting_that_would_admit_the_caller(
+    mtls_default_callers: Served, certs: DevCerts
+) -> None:
+    index = RemoteIndex.connect(mtls_default_callers.address, remote(certs, "orchestrator"))
+    assert index.stats()["chunks"] == 0  # shared: both callers may describe the index
+    with pytest.raises(RampartError) as denied:
+        index.delete("acme", "d1")
+    index.close()
+    err = denied.value
+    assert err.code is ErrorCode.PERMISSION_DENIED
+    assert err.details["setting"] == "RAMPART_RETRIEVAL_SERVICE__WRITE_CALLERS"
+    assert err.details["caller"] == "orchestrator" and err.details["allowed"] == ["ingest"]
+    assert "Delete on the retrieval service" in err.message
 
 
 def test_the_client_checks_the_servers_certificate(mtls: Served, tmp_path: Path) -> None:

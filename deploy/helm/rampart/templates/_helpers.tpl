@@ -328,6 +328,10 @@ volumes:
 {{- with .comp.grpcCallers }}
 - name: {{ .setting }}
   value: {{ include "rampart.callerIds" (dict "root" $.root "callers" .components) | quote }}
+{{- range $setting, $components := .roles }}
+- name: {{ $setting }}
+  value: {{ include "rampart.callerIds" (dict "root" $.root "callers" $components) | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
