@@ -552,6 +552,106 @@ def _print_faults(record: dict[str, Any], title: str) -> None:
         console.print(f"[red]lost[/red]: {d['lost_states']}")
 
 
+@bench_app.command("soak")
+def bench_soak(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path,
+        typer.Argument(help="A BEIR folder (or a name under RAMPART_EVAL_DATA_DIR), or a folder of files"),
+    ] = Path("samples"),
+    docs: Annotated[int, typer.Option(min=1, help="Documents ingested before the load (the first N)")] = 100,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used (BEIR)")] = "test",
+    minutes: Annotated[float, typer.Option(min=0.1, help="How long the load runs (min)")] = 30.0,
+    warmup_s: Annotated[
+        float, typer.Option(min=0.0, help="Start of the run left out of the comparison (s)")
+    ] = 120.0,
+    sample_s: Annotated[float, typer.Option(min=0.5, help="Memory sampled this often (s)")] = 15.0,
+    bound: Annotated[
+        float, typer.Option(min=0.0, help="Largest growth, last fifth over first, still flat")
+    ] = 0.10,
+    users: Annotated[int, typer.Option(min=1, help="Concurrent locust users (search + answer)")] = 2,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """Hold the stack under locust load and a document-replacing ingest loop for MINUTES, sampling each
+    program's memory (PSS of its process tree): per program the first and last fifth after warm-up,
+    growth, peak and slope; per fifth the latency. Exit 1 when a program grew past BOUND or restarted.
+
+    Starts the whole stack (Ray binds every interface): run it in a loopback-only network namespace,
+    ``python -m tests.e2e.isolated rampart bench soak`` (``make soak``).
+    """
+    from services.evaluation.factcheck_bench import sigterm_as_interrupt
+    from services.evaluation.soak_bench import SoakOptions, run_soak_bench
+    from services.evaluation.stack_bench import bench_corpus
+
+    if warmup_s >= minutes * 60:
+        raise fail(
+            RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"--warmup-s {warmup_s:g} leaves nothing of a {minutes:g}-minute run to compare; "
+                "lower it or run longer",
+            )
+        )
+    settings = load_settings()
+    options = SoakOptions(minutes=minutes, warmup_s=warmup_s, sample_s=sample_s, bound=bound, users=users)
+    try:
+        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
+        with sigterm_as_interrupt():
+            record = run_soak_bench(corpus, settings, options, started=lambda m: console.print(m))
+    except RampartError as exc:
+        raise fail(exc) from exc
+    _print_soak(record, f"bench soak: {corpus.name}, {users} users, {minutes:g} min")
+    if json_out:
+        write_json_report(json_out, {"command": invocation(ctx), **record})
+    if not record["flat"]:
+        raise typer.Exit(1)
+
+
+def _or_dash(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def _print_soak(record: dict[str, Any], title: str) -> None:
+    """Per program its memory over the run; then per fifth of the run the load's figures."""
+    table = Table(
+        "program", "samples", "first MiB", "last MiB", "growth", "peak MiB", "MiB/h", "flat", title=title
+    )
+    for name, m in record["memory"].items():
+        flat = "restarted" if m["restarted"] else {True: "yes", False: "NO", None: "—"}[m["flat"]]
+        table.add_row(
+            name,
+            str(m["samples"]),
+            _or_dash(m["first_mib"]),
+            _or_dash(m["last_mib"]),
+            "—" if m["growth"] is None else f"{m['growth']:+.1%}",
+            _or_dash(m["peak_mib"]),
+            _or_dash(m["slope_mib_per_h"]),
+            flat,
+        )
+    out.print(table)
+    parts = Table(
+        "part", "requests", "5xx", "no conn.", "degraded", "p50 ms", "p95 ms", title="load per fifth"
+    )
+    for w in record["parts"]:
+        parts.add_row(
+            w["program"],
+            str(w["requests"]),
+            str(w["errors_5xx"]),
+            str(w["no_connection"]),
+            f"{w['degraded_share']:.0%}",
+            "—" if w["p50_ms"] is None else f"{w['p50_ms']:g}",
+            "—" if w["p95_ms"] is None else f"{w['p95_ms']:g}",
+        )
+    out.print(parts)
+    d = record["documents"]
+    console.print(
+        f"documents replaced: {d['sent']} sent, {d['acknowledged']} acknowledged; refused: {d['refused'] or 'none'}"
+    )
+    colour = "green" if record["flat"] else "red"
+    console.print(
+        f"[{colour}]memory {'flat' if record['flat'] else 'NOT flat'}[/{colour}] within {record['bound']:.0%}"
+    )
+
+
 @bench_app.command("scale")
 def bench_scale(
     ctx: typer.Context,

@@ -230,6 +230,15 @@ class RemoteSettings(BaseModel):
     ingest_deadline_ms: int = Field(
         default=300_000, ge=100, le=3_600_000, description="Deadline of one ingest batch RPC"
     )
+    retry_window_ms: int = Field(
+        default=3000,
+        ge=0,
+        le=600_000,
+        description="How long an idempotent RPC (reads, index writes at a version) retries UNAVAILABLE "
+        "within its deadline: rides over a server restarting (~2.5 s under supervisord, a rescheduled "
+        "pod) instead of failing those seconds' requests; a server that stays down costs each call this "
+        "long; 0: three quick tries only",
+    )
     orchestrator_url: str | None = Field(
         default=None,
         description="Base URL of the orchestrator's Serve HTTP ingress (e.g. http://127.0.0.1:8090); set: "

@@ -23,7 +23,7 @@ from rampart.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 
 from services.common.config import RemoteSettings
 from services.common.errors import ErrorCode, RampartError
-from services.common.grpc_client import Caller, check_ready, open_channel
+from services.common.grpc_client import DEFAULT_RETRY_WINDOW_MS, Caller, check_ready, open_channel
 from services.common.service_auth import ServiceAuth
 from services.common.types import Document, DocumentStatus
 from services.common.wire import document_to_pb, status_from_pb
@@ -42,11 +42,12 @@ class RemoteIngest:
         ingest_deadline_ms: int,
         max_message_bytes: int,
         auth: ServiceAuth | None = None,
+        retry_window_ms: int = DEFAULT_RETRY_WINDOW_MS,
     ) -> None:
         self.address = address
         self.ingest_deadline_ms = ingest_deadline_ms
         self.channel = open_channel(address, max_message_bytes=max_message_bytes, auth=auth)
-        self._caller = Caller(self.channel, address, deadline_ms=deadline_ms)
+        self._caller = Caller(self.channel, address, deadline_ms=deadline_ms, retry_window_ms=retry_window_ms)
         self._stub = ingest_pb2_grpc.IngestServiceStub(self.channel)
 
     @classmethod
@@ -66,6 +67,7 @@ class RemoteIngest:
             ingest_deadline_ms=settings.ingest_deadline_ms,
             max_message_bytes=max_message_bytes,
             auth=ServiceAuth.from_settings(settings),
+            retry_window_ms=settings.retry_window_ms,
         )
 
     def ingest(self, docs: Sequence[Document]) -> list[IngestResult]:

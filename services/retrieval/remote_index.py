@@ -21,7 +21,13 @@ from rampart.retrieval.v1 import index_pb2, index_pb2_grpc
 from services.common import wire
 from services.common.config import RemoteSettings
 from services.common.errors import ErrorCode, RampartError
-from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
+from services.common.grpc_client import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RETRY_WINDOW_MS,
+    Caller,
+    check_ready,
+    open_channel,
+)
 from services.common.service_auth import ServiceAuth
 from services.common.types import Chunk, DocumentState, DocumentStatus, Principal, SearchFilters
 from services.retrieval.capabilities import CheckReads, Copies
@@ -37,13 +43,19 @@ class RemoteIndex(CheckReads, LinkReads):
     ``IndexService`` (linking's: of the extension's ``LinkService``, served beside it)."""
 
     def __init__(
-        self, channel: grpc.Channel, address: str, *, deadline_ms: int, write_deadline_ms: int
+        self,
+        channel: grpc.Channel,
+        address: str,
+        *,
+        deadline_ms: int,
+        write_deadline_ms: int,
+        retry_window_ms: int = DEFAULT_RETRY_WINDOW_MS,
     ) -> None:
         self.address = address
         self._channel = channel
         self._stub = index_pb2_grpc.IndexServiceStub(channel)
         self._links = links_pb2_grpc.LinkServiceStub(channel)
-        self._caller = Caller(channel, address, deadline_ms=deadline_ms)
+        self._caller = Caller(channel, address, deadline_ms=deadline_ms, retry_window_ms=retry_window_ms)
         self._write_deadline_ms = write_deadline_ms
         self._dim: int | None = None
 
@@ -64,6 +76,7 @@ class RemoteIndex(CheckReads, LinkReads):
             address,
             deadline_ms=settings.deadline_ms,
             write_deadline_ms=settings.ingest_deadline_ms,
+            retry_window_ms=settings.retry_window_ms,
         )
 
     @property

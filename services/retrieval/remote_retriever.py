@@ -13,7 +13,13 @@ from rampart.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 
 from services.common import wire
 from services.common.config import RemoteSettings
-from services.common.grpc_client import DEFAULT_MAX_MESSAGE_BYTES, Caller, check_ready, open_channel
+from services.common.grpc_client import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RETRY_WINDOW_MS,
+    Caller,
+    check_ready,
+    open_channel,
+)
 from services.common.service_auth import ServiceAuth
 from services.common.types import Principal
 from services.retrieval.hybrid import SearchOutcome, SearchParams
@@ -22,11 +28,18 @@ RETRIEVAL_SERVICE = "rampart.retrieval.v1.RetrievalService"
 
 
 class RemoteRetriever:
-    def __init__(self, channel: grpc.Channel, address: str, *, deadline_ms: int) -> None:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        address: str,
+        *,
+        deadline_ms: int,
+        retry_window_ms: int = DEFAULT_RETRY_WINDOW_MS,
+    ) -> None:
         self.address = address
         self._channel = channel
         self._stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
-        self._caller = Caller(channel, address, deadline_ms=deadline_ms)
+        self._caller = Caller(channel, address, deadline_ms=deadline_ms, retry_window_ms=retry_window_ms)
 
     @classmethod
     def connect(
@@ -40,6 +53,7 @@ class RemoteRetriever:
             ),
             address,
             deadline_ms=settings.deadline_ms,
+            retry_window_ms=settings.retry_window_ms,
         )
 
     def search(self, query: str, principal: Principal, params: SearchParams) -> SearchOutcome:

@@ -56,3 +56,58 @@ class TestRemoteIndex(SearchIndexContract):
         for ix in opened:
             ix.close()
         loop.close()
+
+
+class Restartable:
+    """A retrieval server on a fixed port that can be stopped and started again (a restart)."""
+
+    def __init__(self, loop: BackgroundLoop, root: Path) -> None:
+        self.loop, self.root, self.port = loop, root, free_port()
+        self.app: RetrievalApp | None = None
+
+    def start(self) -> None:
+        async def start() -> None:
+            index = EmbeddedIndex.open(self.root, dim=DIM)
+            self.app = RetrievalApp(RetrievalServiceSettings(host="127.0.0.1", port=self.port), index, None)
+            await self.app.start()
+
+        self.loop.run(start())
+
+    def stop(self) -> None:
+        assert self.app is not None
+        self.loop.run(self.app.stop(grace_s=0.1))
+
+
+def test_a_restart_inside_the_retry_window_is_ridden_over(tmp_path: Path) -> None:
+    """A read sent while the server is down succeeds once it is back within ``remote.retry_window_ms``;
+    with no window it fails at once, UNAVAILABLE naming the address (the control)."""
+    import threading
+    import time
+
+    from services.common.errors import ErrorCode, RampartError
+
+    loop = BackgroundLoop()
+    server = Restartable(loop, tmp_path / "index")
+    server.start()
+    address = f"127.0.0.1:{server.port}"
+    patient = RemoteIndex.connect(address, RemoteSettings(deadline_ms=8000, retry_window_ms=6000))
+    hasty = RemoteIndex.connect(address, RemoteSettings(deadline_ms=8000, retry_window_ms=0))
+    try:
+        assert patient.stats()["chunks"] == 0 and hasty.stats()["chunks"] == 0  # both connected
+        server.stop()
+        t0 = time.monotonic()
+        with pytest.raises(RampartError) as err:
+            hasty.stats()
+        assert err.value.code is ErrorCode.UNAVAILABLE and address in err.value.message
+        assert time.monotonic() - t0 < 2.0
+        back = threading.Timer(1.5, server.start)
+        back.start()
+        t0 = time.monotonic()
+        assert patient.stats()["chunks"] == 0  # sent while down, answered by the restarted server
+        assert time.monotonic() - t0 >= 1.0
+        back.join()
+    finally:
+        patient.close()
+        hasty.close()
+        server.stop()
+        loop.close()

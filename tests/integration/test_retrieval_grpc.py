@@ -322,13 +322,14 @@ def test_deadlines(served: Served) -> None:
 
 def test_unreachable_service_is_unavailable_after_retries() -> None:
     address = f"127.0.0.1:{free_port()}"
-    r = RemoteRetriever.connect(address, RemoteSettings(deadline_ms=3000))
+    r = RemoteRetriever.connect(address, RemoteSettings(deadline_ms=6000, retry_window_ms=1000))
     assert r.check_ready(timeout_s=0.2) is False
     t0 = time.monotonic()
     with pytest.raises(RampartError) as err:
         r.stats()
     assert err.value.code is ErrorCode.UNAVAILABLE and address in err.value.message
-    assert time.monotonic() - t0 < 3.5
+    # retried for the window (1 s), then gave up well before the deadline (6 s)
+    assert 1.0 <= time.monotonic() - t0 < 4.0
     r.close()
 
 
