@@ -243,6 +243,13 @@ class FactCheckSettings(BaseModel):
         "Documents of one field that say the same thing arrive apart and share few words; they stay, "
         "their copies noted in their reason (docs/factcheck.md, 'how the copies were planted')",
     )
+    consensus_bursts: bool = Field(
+        default=False,
+        description="Experimental, off until measured on every row: in the consensus (rule 3), near-paraphrases "
+        "(cosine >= copy_threshold) written in one burst (write orders together, the copy_planting "
+        "test) are one voice: a campaign of five rewordings of one claim is one source, not five, and "
+        "cannot outvote independent passages (docs/factcheck.md, rule 3)",
+    )
     copy_subjects: bool = Field(
         default=True,
         description="A near-copy that opens with a name neither the passage nor the query uses (a template "

@@ -155,19 +155,32 @@ def how_planted(c: Check, k: int) -> str | None:
         if a < item.arrival and overlap > EDIT_OVERLAP:
             return None  # an edit of an older passage
     group = [item.arrival] + [a for a, _ in close]
-    known = [x for other in c.items for x in (other.arrival, *(other.copy_arrivals or ())) if x is not None]
-    whole = max(known) - min(known) + 1
+    whole = known_span(c)
     span = max(group) - min(group) + 1
-    if whole <= span:
-        return None
-    n, x = len(group), span / whole
-    p = n * x ** (n - 1) - (n - 1) * x**n
-    if p < BURST_LEVEL:
+    p = burst_probability(len(group), span, whole)
+    if p is None or p < BURST_LEVEL:
         return None  # arrived in one burst
     return (
-        f"it and its {n - 1} close copies arrived apart ({span} of the {whole} write-order places around "
-        f"them, p = {p:.2f}) and none is an older passage it edits (word overlap ≤ {EDIT_OVERLAP})"
+        f"it and its {len(group) - 1} close copies arrived apart ({span} of the {whole} write-order places "
+        f"around them, p = {p:.2f}) and none is an older passage it edits (word overlap ≤ {EDIT_OVERLAP})"
     )
+
+
+def known_span(c: Check) -> int:
+    """How many write-order places the check's arrivals cover (its passages and their copies); 0 when
+    none is known."""
+    known = [x for other in c.items for x in (other.arrival, *(other.copy_arrivals or ())) if x is not None]
+    return max(known) - min(known) + 1 if known else 0
+
+
+def burst_probability(n: int, span: int, whole: int) -> float | None:
+    """The chance that ``n`` write-order places drawn at random from ``whole`` span at most ``span``:
+    ``n·x^(n−1) − (n−1)·x^n`` with ``x = span / whole``. Below :data:`BURST_LEVEL` they arrived
+    together. ``None`` when the group covers the whole range (nothing to compare it with)."""
+    if whole <= span:
+        return None
+    x = span / whole
+    return float(n * x ** (n - 1) - (n - 1) * x**n)
 
 
 def _flagged_alone(c: Check) -> list[bool]:
