@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -24,6 +25,10 @@ from services.cli.ui import (
 )
 from services.common.errors import ErrorCode, RampartError
 from services.evaluation.beir import resolve_dataset
+
+if TYPE_CHECKING:
+    from services.common.settings import RampartSettings
+    from services.evaluation.stack_bench import BenchCorpus
 
 bench_app = typer.Typer(help="Benchmarks: search pipeline, reranker backends.", no_args_is_help=True)
 
@@ -477,11 +482,8 @@ def bench_faults(
     Starts the whole stack (Ray binds every interface): run it in a loopback-only network namespace,
     ``python -m tests.e2e.isolated rampart bench faults``.
     """
-    from services.evaluation.factcheck_bench import sigterm_as_interrupt
     from services.evaluation.fault_bench import FaultOptions, run_fault_bench
-    from services.evaluation.stack_bench import bench_corpus
 
-    settings = load_settings()
     options = FaultOptions(
         window_s=window_s,
         recover_timeout_s=recover_timeout_s,
@@ -489,17 +491,31 @@ def bench_faults(
         spawn_rate=float(users),
         programs=tuple(split_csv(programs)) or None,
     )
-    try:
-        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
-        with sigterm_as_interrupt():
-            record = run_fault_bench(corpus, settings, options, started=lambda m: console.print(m))
-    except RampartError as exc:
-        raise fail(exc) from exc
+    record, corpus = _on_a_private_stack(
+        data_dir, docs, split, lambda c, s: run_fault_bench(c, s, options, started=console.print)
+    )
     _print_faults(record, f"bench faults: {corpus.name}, {users} users, windows ≥ {window_s:g} s")
     if json_out:
         write_json_report(json_out, {"command": invocation(ctx), **record})
     if record["documents"]["lost"]:
         raise typer.Exit(1)
+
+
+def _on_a_private_stack(
+    data_dir: Path, docs: int, split: str, run: Callable[[BenchCorpus, RampartSettings], dict[str, Any]]
+) -> tuple[dict[str, Any], BenchCorpus]:
+    """The corpus of ``data_dir`` and ``run``'s record over it (a bench on the private stack, which a
+    SIGTERM stops cleanly); a ``RampartError`` ends the command with its message."""
+    from services.evaluation.factcheck_bench import sigterm_as_interrupt
+    from services.evaluation.stack_bench import bench_corpus
+
+    settings = load_settings()
+    try:
+        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
+        with sigterm_as_interrupt():
+            return run(corpus, settings), corpus
+    except RampartError as exc:
+        raise fail(exc) from exc
 
 
 def _print_faults(record: dict[str, Any], title: str) -> None:
@@ -579,9 +595,7 @@ def bench_soak(
     Starts the whole stack (Ray binds every interface): run it in a loopback-only network namespace,
     ``python -m tests.e2e.isolated rampart bench soak`` (``make soak``).
     """
-    from services.evaluation.factcheck_bench import sigterm_as_interrupt
     from services.evaluation.soak_bench import SoakOptions, run_soak_bench
-    from services.evaluation.stack_bench import bench_corpus
 
     if warmup_s >= minutes * 60:
         raise fail(
@@ -591,14 +605,10 @@ def bench_soak(
                 "lower it or run longer",
             )
         )
-    settings = load_settings()
     options = SoakOptions(minutes=minutes, warmup_s=warmup_s, sample_s=sample_s, bound=bound, users=users)
-    try:
-        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
-        with sigterm_as_interrupt():
-            record = run_soak_bench(corpus, settings, options, started=lambda m: console.print(m))
-    except RampartError as exc:
-        raise fail(exc) from exc
+    record, corpus = _on_a_private_stack(
+        data_dir, docs, split, lambda c, s: run_soak_bench(c, s, options, started=console.print)
+    )
     _print_soak(record, f"bench soak: {corpus.name}, {users} users, {minutes:g} min")
     if json_out:
         write_json_report(json_out, {"command": invocation(ctx), **record})

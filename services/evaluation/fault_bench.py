@@ -17,6 +17,7 @@ network namespace (``python -m tests.e2e.isolated rampart bench faults``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,30 +156,21 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 # ---- the ingest loop -------------------------------------------------------------------------------
 @dataclass
-class IngestLoop:
-    """New documents with unique ids through the gateway until stopped, from a thread; keeps what the
-    API acknowledged and counts what it refused (non-200, a failed or rejected outcome, no answer)."""
+class GatewayLoop:
+    """Calls the gateway from a thread every ``interval_s`` (:meth:`tick`, one client for the run) until
+    stopped; the fault bench's and the soak bench's ingest loops."""
 
     target: Target
     run: str
     interval_s: float
-    batch: int
-    acknowledged: list[str] = field(default_factory=list)
-    refused: Counter[str] = field(default_factory=Counter)
-    sent: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
 
-    def document(self, n: int) -> dict[str, Any]:
-        return {
-            "id": f"fault-{self.run}-{n}",
-            "title": f"Fault bench note {n}",
-            "acl": {"groups": ["*"]},
-            "text": f"Fault bench note {n} of run {self.run}: checkpoint code zq{self.run}x{n}.",
-        }
+    def tick(self, client: httpx.Client, n: int) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="fault-ingest", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=type(self).__name__, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -191,10 +183,32 @@ class IngestLoop:
         with _client(self.target.url, self.target.key) as client:
             client.timeout = httpx.Timeout(60.0)
             while not self._stop.is_set():
-                docs = [self.document(next(numbers)) for _ in range(self.batch)]
-                self.sent += len(docs)
-                self._send(client, docs)
+                self.tick(client, next(numbers))
                 self._stop.wait(self.interval_s)
+
+
+@dataclass
+class IngestLoop(GatewayLoop):
+    """New documents with unique ids through the gateway until stopped, from a thread; keeps what the
+    API acknowledged and counts what it refused (non-200, a failed or rejected outcome, no answer)."""
+
+    batch: int = 2
+    acknowledged: list[str] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    sent: int = 0
+
+    def document(self, n: int) -> dict[str, Any]:
+        return {
+            "id": f"fault-{self.run}-{n}",
+            "title": f"Fault bench note {n}",
+            "acl": {"groups": ["*"]},
+            "text": f"Fault bench note {n} of run {self.run}: checkpoint code zq{self.run}x{n}.",
+        }
+
+    def tick(self, client: httpx.Client, n: int) -> None:
+        docs = [self.document(n * self.batch + i) for i in range(self.batch)]
+        self.sent += len(docs)
+        self._send(client, docs)
 
     def _send(self, client: httpx.Client, docs: list[dict[str, Any]]) -> None:
         try:
@@ -379,22 +393,19 @@ def stack_programs(settings: RampartSettings) -> list[str]:
     return [p.name for p in programs(settings)]
 
 
-def run_fault_bench(
-    corpus: BenchCorpus,
-    settings: RampartSettings,
-    options: FaultOptions,
-    *,
-    started: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Start the stack (settings from the environment plus :func:`~stack_bench.bench_env`; of
-    ``settings`` only ``models_dir`` is used), ingest ``corpus``, put it under load and kill each
-    program in turn; the windows, totals and the acknowledged-document reconciliation."""
+@contextlib.contextmanager
+def private_stack(
+    corpus: BenchCorpus, settings: RampartSettings, say: Callable[[str], None], *, prefix: str
+) -> Iterator[tuple[Target, Any, RampartSettings, Path, dict[str, Any]]]:
+    """The stack of ``rampart bench stack`` for a bench that disturbs it: settings from the environment
+    plus :func:`~stack_bench.bench_env` and :data:`DEADLINES` (of ``settings`` only ``models_dir`` is
+    used), in a ``/tmp/<prefix>*`` folder kept for its logs when the bench fails. Yields the gateway,
+    the supervisor, the stack's settings, the folder and the record so far (start-up time)."""
     from services.common.net import free_port
     from services.evaluation.stack_bench import environ
     from services.stack.control import Supervisor
 
-    say = started or (lambda _msg: None)
-    work = Path(tempfile.mkdtemp(prefix="rfb-", dir="/tmp"))  # short: unix socket paths < 108 bytes
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # short: unix socket paths < 108 bytes
     record: dict[str, Any] = {"corpus": corpus.name, "docs": len(corpus.documents)}
     finished = False
     try:
@@ -402,24 +413,37 @@ def run_fault_bench(
         env = {**bench_env(work, settings.models_dir, free_port), **DEADLINES}
         with environ(env):
             stack_settings = RampartSettings()
-            names = list(options.programs or stack_programs(stack_settings))
         say("starting the stack …")
         with _running_stack(env, bench_principal(corpus.documents), work, record) as target:
-            sup = Supervisor(stack_settings.stack_dir().resolve())
-            unknown = sorted(set(names) - {s.name for s in sup.states()})
-            if unknown:
-                raise RampartError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"not programs of this stack: {', '.join(unknown)} (it runs "
-                    f"{', '.join(s.name for s in sup.states())})",
-                )
-            record.update(_under_load(target, sup, names, corpus, options, work, say))
+            yield target, Supervisor(stack_settings.stack_dir().resolve()), stack_settings, work, record
         finished = True
     finally:
         if finished:
             shutil.rmtree(work, ignore_errors=True)
         else:
             say(f"kept {work} for its logs (stack/logs/<program>.log, locust/); remove it when done")
+
+
+def run_fault_bench(
+    corpus: BenchCorpus,
+    settings: RampartSettings,
+    options: FaultOptions,
+    *,
+    started: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Start the stack (:func:`private_stack`), ingest ``corpus``, put it under load and kill each
+    program in turn; the windows, totals and the acknowledged-document reconciliation."""
+    say = started or (lambda _msg: None)
+    with private_stack(corpus, settings, say, prefix="rfb-") as (target, sup, stack_settings, work, record):
+        names = list(options.programs or stack_programs(stack_settings))
+        unknown = sorted(set(names) - {s.name for s in sup.states()})
+        if unknown:
+            raise RampartError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"not programs of this stack: {', '.join(unknown)} (it runs "
+                f"{', '.join(s.name for s in sup.states())})",
+            )
+        record.update(_under_load(target, sup, names, corpus, options, work, say))
     record.update(
         window_s=options.window_s,
         users=options.users,
@@ -443,7 +467,7 @@ def _under_load(
     """Ingest the corpus, start locust and the ingest loop, kill in turn, stop the load, reconcile."""
     with _client(target.url, target.key) as client:
         record: dict[str, Any] = {"corpus_ingest_s": _ingest(client, corpus.documents, "stack", None)}
-        loop = IngestLoop(target, uuid.uuid4().hex[:6], options.ingest_interval_s, options.ingest_batch)
+        loop = IngestLoop(target, uuid.uuid4().hex[:6], options.ingest_interval_s, batch=options.ingest_batch)
         locust = start_locust(target, take_queries(corpus.queries, 50), options, work / "locust")
         try:
             wait_for_requests(work / "locust" / "requests.jsonl")

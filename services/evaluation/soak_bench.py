@@ -24,10 +24,7 @@ Ray binds every interface: run it in a loopback-only network namespace
 
 from __future__ import annotations
 
-import itertools
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 import uuid
@@ -45,6 +42,8 @@ from services.evaluation.fault_bench import (
     ACKNOWLEDGED,
     DEADLINES,
     FaultOptions,
+    GatewayLoop,
+    private_stack,
     read_records,
     start_locust,
     stop_locust,
@@ -56,9 +55,6 @@ from services.evaluation.stack_bench import (
     Target,
     _client,
     _ingest,
-    _running_stack,
-    bench_env,
-    bench_principal,
     take_queries,
 )
 
@@ -195,20 +191,15 @@ class MemorySampler:
 
 # ---- the ingest loop: replace a fixed pool ----------------------------------------------------------
 @dataclass
-class ReplaceLoop:
+class ReplaceLoop(GatewayLoop):
     """Documents ``soak-<run>-<i % pool>`` sent with new text each round through the gateway, from a
     thread: the write path under load with an index of constant size. Counts what was acknowledged
     and what was refused (non-200, a failed or rejected outcome, no answer)."""
 
-    target: Target
-    run: str
-    interval_s: float
-    pool: int
+    pool: int = 20
     acknowledged: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     sent: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
     def document(self, n: int) -> dict[str, Any]:
         slot, revision = n % self.pool, n // self.pool
@@ -220,27 +211,10 @@ class ReplaceLoop:
             "text": f"Soak note {slot}, revision {revision}: rota code zq{self.run}r{n}.",
         }
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="soak-ingest", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=120)
-
-    def _loop(self) -> None:
-        numbers = itertools.count()
-        with _client(self.target.url, self.target.key) as client:
-            client.timeout = httpx.Timeout(60.0)
-            while not self._stop.is_set():
-                self._send(client, self.document(next(numbers)))
-                self._stop.wait(self.interval_s)
-
-    def _send(self, client: httpx.Client, doc: dict[str, Any]) -> None:
+    def tick(self, client: httpx.Client, n: int) -> None:
         self.sent += 1
         try:
-            r = client.post("/v1/documents", json={"documents": [doc]})
+            r = client.post("/v1/documents", json={"documents": [self.document(n)]})
         except httpx.HTTPError as exc:
             self.refused[type(exc).__name__] += 1
             return
@@ -262,32 +236,12 @@ def run_soak_bench(
     *,
     started: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Start the stack (as :func:`~services.evaluation.fault_bench.run_fault_bench` does), ingest
-    ``corpus``, hold the load for ``options.minutes`` while sampling memory; per program the memory
-    figures, per fifth of the run the latency figures."""
-    from services.common.net import free_port
-    from services.evaluation.stack_bench import environ
-    from services.stack.control import Supervisor
-
+    """Start the stack (:func:`~services.evaluation.fault_bench.private_stack`, as the fault bench
+    does), ingest ``corpus``, hold the load for ``options.minutes`` while sampling memory; per program
+    the memory figures, per fifth of the run the latency figures."""
     say = started or (lambda _msg: None)
-    work = Path(tempfile.mkdtemp(prefix="rsk-", dir="/tmp"))  # short: unix socket paths < 108 bytes
-    record: dict[str, Any] = {"corpus": corpus.name, "docs": len(corpus.documents)}
-    finished = False
-    try:
-        (work / "ray").mkdir()
-        env = {**bench_env(work, settings.models_dir, free_port), **DEADLINES}
-        with environ(env):
-            stack_settings = RampartSettings()
-        say("starting the stack …")
-        with _running_stack(env, bench_principal(corpus.documents), work, record) as target:
-            sup = Supervisor(stack_settings.stack_dir().resolve())
-            record.update(_soak(target, sup, corpus, options, work, say))
-        finished = True
-    finally:
-        if finished:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            say(f"kept {work} for its logs (stack/logs/<program>.log, locust/); remove it when done")
+    with private_stack(corpus, settings, say, prefix="rsk-") as (target, sup, _, work, record):
+        record.update(_soak(target, sup, corpus, options, work, say))
     record.update(
         minutes=options.minutes,
         warmup_s=options.warmup_s,
@@ -313,7 +267,7 @@ def _soak(
     """Ingest the corpus, start the load and the sampler, wait ``minutes``, stop, summarise."""
     with _client(target.url, target.key) as client:
         record: dict[str, Any] = {"corpus_ingest_s": _ingest(client, corpus.documents, "stack", None)}
-    loop = ReplaceLoop(target, uuid.uuid4().hex[:6], options.ingest_interval_s, options.ingest_pool)
+    loop = ReplaceLoop(target, uuid.uuid4().hex[:6], options.ingest_interval_s, pool=options.ingest_pool)
     load = FaultOptions(users=options.users, spawn_rate=float(options.users), top_k=options.top_k)
     locust = start_locust(target, take_queries(corpus.queries, 50), load, work / "locust")
     sampler = MemorySampler(lambda: [(s.name, s.pid) for s in sup.states()], options.sample_s)
