@@ -580,7 +580,7 @@ def bench_soak(
     minutes: Annotated[float, typer.Option(min=0.1, help="How long the load runs (min)")] = 30.0,
     warmup_s: Annotated[
         float, typer.Option(min=0.0, help="Start of the run left out of the comparison (s)")
-    ] = 120.0,
+    ] = 180.0,
     sample_s: Annotated[float, typer.Option(min=0.5, help="Memory sampled this often (s)")] = 15.0,
     bound: Annotated[
         float, typer.Option(min=0.0, help="Largest growth, last fifth over first, still flat")

@@ -395,12 +395,18 @@ def stack_programs(settings: RampartSettings) -> list[str]:
 
 @contextlib.contextmanager
 def private_stack(
-    corpus: BenchCorpus, settings: RampartSettings, say: Callable[[str], None], *, prefix: str
+    corpus: BenchCorpus,
+    settings: RampartSettings,
+    say: Callable[[str], None],
+    *,
+    prefix: str,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Target, Any, RampartSettings, Path, dict[str, Any]]]:
     """The stack of ``rampart bench stack`` for a bench that disturbs it: settings from the environment
-    plus :func:`~stack_bench.bench_env` and :data:`DEADLINES` (of ``settings`` only ``models_dir`` is
-    used), in a ``/tmp/<prefix>*`` folder kept for its logs when the bench fails. Yields the gateway,
-    the supervisor, the stack's settings, the folder and the record so far (start-up time)."""
+    plus :func:`~stack_bench.bench_env`, :data:`DEADLINES` and ``extra_env`` (of ``settings`` only
+    ``models_dir`` is used), in a ``/tmp/<prefix>*`` folder kept for its logs when the bench fails.
+    Yields the gateway, the supervisor, the stack's settings, the folder and the record so far
+    (start-up time)."""
     from services.common.net import free_port
     from services.evaluation.stack_bench import environ
     from services.stack.control import Supervisor
@@ -410,7 +416,7 @@ def private_stack(
     finished = False
     try:
         (work / "ray").mkdir()
-        env = {**bench_env(work, settings.models_dir, free_port), **DEADLINES}
+        env = {**bench_env(work, settings.models_dir, free_port), **DEADLINES, **(extra_env or {})}
         with environ(env):
             stack_settings = RampartSettings()
         say("starting the stack …")

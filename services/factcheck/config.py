@@ -243,6 +243,14 @@ class FactCheckSettings(BaseModel):
         "Documents of one field that say the same thing arrive apart and share few words; they stay, "
         "their copies noted in their reason (docs/factcheck.md, 'how the copies were planted')",
     )
+    late_bursts: bool = Field(
+        default=False,
+        description="Experimental, off until measured on every row: a passage flagged as one of a "
+        "near-duplicate cluster, a planted-copies group or a planted claim stands when it was written "
+        "before the group's late burst (the group's write orders cut at their widest gap, the part after "
+        "it written together): the corpus's own rewordings of the truth, not the campaign planted after "
+        "them (docs/factcheck.md, rule 1, 'arrival order')",
+    )
     consensus_bursts: bool = Field(
         default=False,
         description="Experimental, off until measured on every row: in the consensus (rule 3), near-paraphrases "

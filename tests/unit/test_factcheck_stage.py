@@ -453,6 +453,26 @@ def test_a_burst_of_rewordings_is_one_voice_in_the_consensus() -> None:
     ] == by_document
 
 
+def test_the_corpus_rewordings_before_a_late_burst_stand() -> None:
+    """One near-duplicate cluster holding both sides of a question: four rewordings of the truth
+    loaded with the corpus (write orders 10–13) and five of a lie planted in one go much later
+    (500–504). Today the whole cluster is withheld; with ``late_bursts`` only the late burst is, and
+    the corpus's passages stand, the reason naming the burst. Written apart, with no burst at the
+    end, the cluster is judged as before."""
+    true = "Laleli Mosque in Fatih was built between 1760 and 1763 for the court"
+    false = "Laleli Mosque in Fatih was built between 1901 and 1903 for the court"
+    items = [item(f"g{i}", f"{true}, source {i}.", arrival=10 + i) for i in range(4)]
+    items += [item(f"p{i}", f"{false}, source {i}.", arrival=500 + i) for i in range(5)]
+    base = FactCheckSettings(conflict_threshold=0.6)
+    assert {j.verdict for j in judge(items, base)} == {Verdict.ADVERSARIAL}
+    on = base.model_copy(update={"late_bursts": True})
+    out = judge(items, on)
+    assert [j.verdict for j in out] == [Verdict.RELEVANT] * 4 + [Verdict.ADVERSARIAL] * 5
+    assert "late burst" in out[0].reason
+    spread = [x.model_copy(update={"arrival": 10 + 60 * i}) for i, x in enumerate(items)]
+    assert {j.verdict for j in judge(spread, on)} == {Verdict.ADVERSARIAL}
+
+
 def test_a_claim_framed_as_contrary_to_fact_is_counterfactual() -> None:
     framed = item(
         "framed", "In an alternate universe, the Laleli Mosque and Esma Sultan Mansion share a neighborhood."

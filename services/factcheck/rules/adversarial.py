@@ -59,7 +59,22 @@ def near_duplicate_cluster(c: Check, k: int) -> Ruling | None:
     if c.settings.arrival_order and (came := came_with_context(c, k)) is not None:
         c.kept[k] = f"{cluster.evidence}, but not planted late: {came}"
         return None
+    if (before := before_late_burst(c, k, _cluster_arrivals(c, k))) is not None:
+        c.kept[k] = f"{cluster.evidence}, but {before}"
+        return None
     return Ruling(Verdict.ADVERSARIAL, cluster.score, cluster.evidence + c.trust_note(k), planted=True)
+
+
+def _cluster_arrivals(c: Check, k: int) -> list[int | None]:
+    """The write orders of the other documents' passages within ``duplicate_threshold`` of passage
+    ``k`` (its near-duplicate cluster as seen from it; context peers included)."""
+    if c.sim is None:
+        return []
+    return [
+        p.arrival
+        for j, p in enumerate(c.passages)
+        if j != k and c.voice[j] != c.voice[k] and c.sim[k, j] >= c.settings.duplicate_threshold
+    ]
 
 
 def planted_copies(c: Check, k: int) -> Ruling | None:
@@ -78,6 +93,15 @@ def planted_copies(c: Check, k: int) -> Ruling | None:
         return None
     if c.settings.arrival_order and c.settings.copy_planting and (unplanted := how_planted(c, k)) is not None:
         c.kept[k] = f"near-copies elsewhere ({copies.evidence}), but not planted: {unplanted}"
+        return None
+    item = c.items[k]
+    close = [
+        a
+        for a, cos in zip(item.copy_arrivals or (), item.copy_cosines or (), strict=False)
+        if cos >= c.settings.copy_threshold
+    ]
+    if (before := before_late_burst(c, k, close)) is not None:
+        c.kept[k] = f"near-copies elsewhere ({copies.evidence}), but {before}"
         return None
     why = f"planted copies — {copies.evidence}{c.trust_note(k)}"
     return Ruling(Verdict.ADVERSARIAL, copies.score, why, planted=True)
@@ -171,6 +195,36 @@ def known_span(c: Check) -> int:
     none is known."""
     known = [x for other in c.items for x in (other.arrival, *(other.copy_arrivals or ())) if x is not None]
     return max(known) - min(known) + 1 if known else 0
+
+
+def before_late_burst(c: Check, k: int, group: Sequence[int | None]) -> str | None:
+    """Why passage ``k`` is not part of its group's late burst, or ``None`` when it is, the group shows
+    none, the test is off (``late_bursts``) or write orders are unknown.
+
+    A group of near-copies can hold both sides of a question: the corpus's own rewordings of the
+    truth (loaded with the corpus) and a campaign of rewordings of the lie (planted after it, in one
+    go). The group's write orders, sorted and cut at their widest gap, then show the campaign as the
+    part after the gap, together (:func:`burst_probability` below :data:`BURST_LEVEL` over the
+    check's write-order range); a passage written before that gap came with the corpus and stands, its
+    group named in its reason. A group written in one go, or spread out with no burst at its end, is
+    judged as before."""
+    mine = c.items[k].arrival
+    if not c.settings.late_bursts or mine is None:
+        return None
+    known = sorted({a for a in (*group, mine) if a is not None})
+    if len(known) < 3:
+        return None
+    _, at = max((known[i + 1] - known[i], i) for i in range(len(known) - 1))
+    late = known[at + 1 :]
+    if len(late) < 2 or mine >= late[0]:
+        return None
+    p = burst_probability(len(late), late[-1] - late[0] + 1, known_span(c))
+    if p is None or p >= BURST_LEVEL:
+        return None
+    return (
+        f"written before its group's late burst ({len(late)} passages written together "
+        f"{late[0] - mine} write-order places after it, p = {p:.3f})"
+    )
 
 
 def burst_probability(n: int, span: int, whole: int) -> float | None:
@@ -341,6 +395,12 @@ def planted_claim(c: Check) -> None:
             and c.passages[g].doc_id != c.passages[k].doc_id
             and not (c.subjects is not None and c.subjects[k, g])
         ]
+        if (
+            group
+            and (before := before_late_burst(c, k, [c.passages[g].arrival for g in members])) is not None
+        ):
+            c.kept[k] = f"shares the planted claim's words, but {before}"
+            continue
         claim = planted_claim_signal(
             asked,
             c.passages[k].text,
