@@ -251,13 +251,6 @@ class FactCheckSettings(BaseModel):
         "it written together): the corpus's own rewordings of the truth, not the campaign planted after "
         "them (docs/factcheck.md, rule 1, 'arrival order')",
     )
-    consensus_bursts: bool = Field(
-        default=False,
-        description="Experimental, off until measured on every row: in the consensus (rule 3), near-paraphrases "
-        "(cosine >= copy_threshold) written in one burst (write orders together, the copy_planting "
-        "test) are one voice: a campaign of five rewordings of one claim is one source, not five, and "
-        "cannot outvote independent passages (docs/factcheck.md, rule 3)",
-    )
     copy_subjects: bool = Field(
         default=True,
         description="A near-copy that opens with a name neither the passage nor the query uses (a template "

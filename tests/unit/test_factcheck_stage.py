@@ -428,31 +428,6 @@ def test_consensus_outvotes_the_odd_one() -> None:
     assert [j.verdict for j in judge(items[1:], no_clusters)] == [Verdict.RELEVANT, Verdict.RELEVANT]
 
 
-def test_a_burst_of_rewordings_is_one_voice_in_the_consensus() -> None:
-    """Three rewordings of one false date written together (write orders 100–102) against two
-    independent passages written apart (5 and 60): counted by document, the rewordings outvote the
-    truth; with ``consensus_bursts`` they are one voice, and the consensus withholds them instead."""
-    true = "Laleli Mosque in Fatih was built between 1760 and 1763"
-    false = "Laleli Mosque in Fatih was built between 1901 and 1903"
-    items = [
-        item("g1", f"{true} by the Ottoman court.", arrival=5),
-        item("g2", f"{true} for Sultan Mustafa III.", arrival=60),
-        item("p1", f"{false} for the Sultan.", arrival=100),
-        item("p2", f"{false} for the Sultan, records show.", arrival=101),
-        item("p3", f"{false} for the Sultan, sources say.", arrival=102),
-    ]
-    base = FactCheckSettings(duplicate_threshold=1.0, conflict_threshold=0.6)
-    by_document = [j.verdict for j in judge(items, base)]
-    assert by_document[:2] == [Verdict.COUNTERFACTUAL] * 2  # the campaign outvotes the truth
-    by_source = judge(items, base.model_copy(update={"consensus_bursts": True}))
-    assert [j.verdict for j in by_source] == [Verdict.RELEVANT] * 2 + [Verdict.COUNTERFACTUAL] * 3
-    # the same five written apart are five voices again: without a burst nothing is merged
-    apart = [x.model_copy(update={"arrival": a}) for x, a in zip(items, (5, 60, 20, 40, 80), strict=True)]
-    assert [
-        j.verdict for j in judge(apart, base.model_copy(update={"consensus_bursts": True}))
-    ] == by_document
-
-
 def test_the_corpus_rewordings_before_a_late_burst_stand() -> None:
     """One near-duplicate cluster holding both sides of a question: four rewordings of the truth
     loaded with the corpus (write orders 10–13) and five of a lie planted in one go much later

@@ -4,14 +4,11 @@ that contradicts more of them than any passage it conflicts with.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from services.common.verdicts import Verdict
 from services.factcheck.detectors import Signal
 from services.factcheck.detectors.claims import claim_conflict
 from services.factcheck.evidence import CheckInput, Evidence, bounded_text
 from services.factcheck.model_conflicts import Side
-from services.factcheck.rules.adversarial import BURST_LEVEL, burst_probability, known_span
 from services.factcheck.rules.check import Check, Ruling, claims_of
 
 
@@ -58,10 +55,8 @@ def consensus(c: Check) -> None:
         edges[i].append((j, sig))
         edges[j].append((i, sig))
 
-    voice = burst_voices(c, alive, set(found)) if s.consensus_bursts else c.voice
-
     def votes(k: int) -> int:  # a text pasted into several documents is one voice
-        return len({voice[j] for j, _ in edges[k]})
+        return len({c.voice[j] for j, _ in edges[k]})
 
     for i in alive:
         if not edges[i] or i in c.locked:
@@ -71,44 +66,6 @@ def consensus(c: Check) -> None:
             top = max(edges[i], key=lambda e: e[1].score)[1]
             why = f"contradicts {mine} other retrieved passage(s) — {top.evidence}"
             c.verdicts[i] = Ruling(Verdict.COUNTERFACTUAL, top.score, why)
-
-
-def burst_voices(c: Check, alive: Sequence[int], conflicts: set[tuple[int, int]]) -> list[str]:
-    """``c.voice`` with each group of standing near-paraphrases that agree (cosine >= ``copy_threshold``
-    and no conflict between them, linked pairwise: a true passage and its falsified rewording are as
-    close as two rewordings, so closeness alone would chain both sides into one group) that arrived in
-    one burst (:func:`~services.factcheck.rules.adversarial.burst_probability` below ``BURST_LEVEL``
-    over the check's write-order range) merged into one voice. Rewordings written together are one
-    author's claim however many documents hold them; independent passages that agree arrive apart.
-    Without vectors or write orders, the voices are unchanged."""
-    voice = list(c.voice)
-    sim, threshold = c.sim, c.settings.copy_threshold
-    timed = [k for k in alive if c.items[k].arrival is not None]
-    if sim is None or len(timed) < 2:
-        return voice
-    parent = {k: k for k in timed}
-
-    def root(k: int) -> int:
-        while parent[k] != k:
-            k = parent[k]
-        return k
-
-    for x, i in enumerate(timed):
-        for j in timed[x + 1 :]:
-            if sim[i, j] >= threshold and (min(i, j), max(i, j)) not in conflicts:
-                parent[max(root(i), root(j))] = min(root(i), root(j))
-    groups: dict[int, list[int]] = {}
-    for k in timed:
-        groups.setdefault(root(k), []).append(k)
-    whole = known_span(c)
-    for members in groups.values():
-        arrivals = [int(c.items[k].arrival or 0) for k in members]
-        p = burst_probability(len(members), max(arrivals) - min(arrivals) + 1, whole)
-        if len(members) > 1 and p is not None and p < BURST_LEVEL:
-            key = min(voice[k] for k in members)
-            for k in members:
-                voice[k] = key
-    return voice
 
 
 def _side(item: CheckInput, ev: Evidence) -> Side:
