@@ -62,11 +62,13 @@ from services.evaluation.stack_bench import (
 )
 
 MIB = 1024 * 1024
-RETENTION = {"RAMPART_FEEDBACK__IMPRESSION_TTL_S": "60"}
+RETENTION = {"RAMPART_FEEDBACK__IMPRESSION_TTL_S": "60", "RAMPART_SESSIONS__TTL_S": "60"}
 """Data the stack keeps on purpose for a while, shortened so that it reaches its steady state within
 the warm-up: each search's impression stays in Redis for 2 × ``feedback.impression_ttl_s`` (14 days
-by default), so at the default Redis grows by ~2 KiB a request for two weeks, retention by design
-that would hide a leak (and read as one). 60 s is the setting's floor: kept 120 s."""
+by default), and each request without a ``session_id`` opens a conversation session kept
+``sessions.ttl_s`` (30 minutes, the length of the soak), so at the defaults Redis grows with every
+request: retention by design, which would hide a leak (and read as one). Impressions: the setting's
+floor, 60 s (kept 120 s); sessions: 60 s."""
 PARTS = 5
 """The run after warm-up is cut into this many parts: the first and the last are compared."""
 
