@@ -231,17 +231,25 @@ class Caller:
         name = _method_name(method)
         timeout = self.timeout_s(deadline_ms)
         end = time.monotonic() + timeout
+        refused: list[grpc.RpcError] = []  # the last UNAVAILABLE, for a retry the deadline cut short
 
         def attempt() -> Any:
             left = end - time.monotonic()
             if left <= 0:
+                if refused:  # the server was unreachable until the deadline: say so, not "no time"
+                    raise refused[-1]
                 raise RampartError(
                     ErrorCode.DEADLINE_EXCEEDED,
                     f"{name} at {self.address}: no time left of the caller's deadline",
                     address=self.address,
                     method=name,
                 )
-            return method(request, timeout=left)
+            try:
+                return method(request, timeout=left)
+            except grpc.RpcError as exc:
+                if _unavailable(exc):
+                    refused.append(exc)
+                raise
 
         # idempotent: until ATTEMPTS tries *and* the retry window are used up, never past the deadline
         enough = stop_all(stop_after_attempt(ATTEMPTS), stop_after_delay(self.retry_window_ms / 1000))

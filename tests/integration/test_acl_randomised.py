@@ -171,8 +171,14 @@ def test_no_forbidden_chunk_over_the_grpc_services(
         "RAMPART_REMOTE__TLS__KEY_FILE": str(certs.key("retrieval")),
     }
     token = secrets.token_urlsafe(16)
+    # one client here both writes the corpus and reads it, so the write side admits it too (the
+    # stack splits the two between ingest's and the orchestrator's certificates: test_service_auth.py)
     service = RetrievalServiceProcess(
-        tmp_path / "retrieval" / "data", models_dir, RAMPART_REMOTE__INTERNAL_TOKEN=token, **tls
+        tmp_path / "retrieval" / "data",
+        models_dir,
+        RAMPART_REMOTE__INTERNAL_TOKEN=token,
+        RAMPART_RETRIEVAL_SERVICE__WRITE_CALLERS='["*"]',
+        **tls,
     )
     client_remote = RemoteSettings(
         retrieval_address=service.address,
