@@ -17,6 +17,7 @@ network namespace (``python -m tests.e2e.isolated rampart bench faults``).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import itertools
 import json
@@ -156,7 +157,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 # ---- the ingest loop -------------------------------------------------------------------------------
 @dataclass
-class GatewayLoop:
+class GatewayLoop(abc.ABC):
     """Calls the gateway from a thread every ``interval_s`` (:meth:`tick`, one client for the run) until
     stopped; the fault bench's and the soak bench's ingest loops."""
 
@@ -166,8 +167,9 @@ class GatewayLoop:
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
 
+    @abc.abstractmethod
     def tick(self, client: httpx.Client, n: int) -> None:
-        raise NotImplementedError
+        """One call of the loop (the ``n``-th), on the loop's client."""
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name=type(self).__name__, daemon=True)
