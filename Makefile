@@ -210,6 +210,10 @@ bench-faults: models triton  ## Issue 36: kill -9 each stack program in turn und
 	mkdir -p $(OUT)
 	$(BIN)/python -m tests.e2e.isolated $(BIN)/rampart bench faults --json $(OUT)/faults.json
 
+bench-autoscale: models triton  ## Issue 35: Serve's autoscaler adds pipeline replicas under locust and removes them after (writes $(OUT)/)
+	mkdir -p $(OUT)
+	$(BIN)/python -m tests.e2e.isolated $(BIN)/rampart bench autoscale --json $(OUT)/autoscale.json
+
 SOAK_MINUTES ?= 30
 soak: models triton  ## Issue 36: the stack under locust + a replacing ingest loop for $(SOAK_MINUTES) min; each program's memory flat within 10 % (writes $(OUT)/)
 	mkdir -p $(OUT)
@@ -221,4 +225,4 @@ lock:  ## Re-pin requirements/constraints.txt from the current venv
 clean:  ## Remove the venv and local data
 	rm -rf $(VENV) $(TRITON_VENV) $(CHECKOV_VENV) $(CRD_DIR) .rampart
 
-.PHONY: help system-deps install llm-server test-prep triton deploy-tools container-tools images test-deploy chart-render test-deploy-checks models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench bench-faults soak lock clean
+.PHONY: help system-deps install llm-server test-prep triton deploy-tools container-tools images test-deploy chart-render test-deploy-checks models run stack opensearch opensearch-build lint test test-unit test-e2e fuzz proto eval eval-general bench bench-faults bench-autoscale soak lock clean

@@ -69,9 +69,11 @@ def runtime(settings: RampartSettings, embedder: Embedder, reranker: Reranker) -
 TRITON_VENV = Path(os.environ.get("RAMPART_RERANK__TRITON__VENV", REPO / ".venv-triton"))
 
 
-def start_triton(models_dir: Path, work: Path, tls: object = None, **repo_options: object) -> object:
+def start_triton(
+    models_dir: Path, work: Path, tls: object = None, caller_key: str | None = None, **repo_options: object
+) -> object:
     """A real tritonserver on loopback serving the shipped reranker (``make triton`` builds its venv);
-    ``tls``: a ``TritonServerTls`` for its gRPC port."""
+    ``tls``: a ``TritonServerTls`` for its gRPC port; ``caller_key``: every API but health needs it."""
     from services.rerank.triton_repository import materialize
     from services.rerank.triton_server import TritonServer
 
@@ -86,12 +88,17 @@ def start_triton(models_dir: Path, work: Path, tls: object = None, **repo_option
         http_port=free_port(),
         metrics_port=free_port(),
         tls=tls,  # type: ignore[arg-type]
+        caller_key=caller_key,
     )
     return server.start()
 
 
 @pytest.fixture(scope="session")
 def triton_server(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    server = start_triton(models_dir, tmp_path_factory.mktemp("triton"))
+    """The session's tritonserver, started as the stack starts it: with a caller key (its clients pass
+    ``key=triton_server.caller_key``), so every Triton test runs the keyed path production runs."""
+    import secrets
+
+    server = start_triton(models_dir, tmp_path_factory.mktemp("triton"), caller_key=secrets.token_urlsafe(24))
     yield server
     server.stop()  # type: ignore[attr-defined]

@@ -768,6 +768,97 @@ def _print_scale(record: dict[str, Any], title: str) -> None:
         )
 
 
+@bench_app.command("autoscale")
+def bench_autoscale(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path,
+        typer.Argument(help="A BEIR folder (or a name under RAMPART_EVAL_DATA_DIR), or a folder of files"),
+    ] = Path("samples"),
+    docs: Annotated[int, typer.Option(min=1, help="Documents ingested (the first N; not timed)")] = 300,
+    low: Annotated[int, typer.Option(min=1, max=16, help="Pipeline replicas at least (Serve's floor)")] = 1,
+    high: Annotated[int, typer.Option(min=1, max=16, help="Pipeline replicas at most (Serve's ceiling)")] = 2,
+    idle_seconds: Annotated[float, typer.Option(min=0, help="Quiet before the load")] = 30.0,
+    cool_seconds: Annotated[
+        float,
+        typer.Option(min=0, help="Quiet after the load: more than --downscale-delay to see replicas go"),
+    ] = 120.0,
+    upscale_delay: Annotated[float, typer.Option(min=0, help="serve.upscale_delay_s for the run")] = 10.0,
+    downscale_delay: Annotated[float, typer.Option(min=0, help="serve.downscale_delay_s for the run")] = 60.0,
+    split: Annotated[str, typer.Option(help="qrels split whose queries are used (BEIR)")] = "test",
+    locust_seconds: Annotated[int, typer.Option(min=5, help="Length of the load")] = 120,
+    locust_users: Annotated[int, typer.Option(min=1, help="Concurrent locust users (closed loop)")] = 6,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
+) -> None:
+    """Serve's autoscaler under load: the stack with the pipeline between --low and --high replicas,
+    quiet, a locust run, quiet again; prints the replica count over time and exits 1 unless the pipeline
+    reached --high under load and went back to --low after (docs/ray-serve.md, "Autoscaling").
+
+    Run it in a loopback-only network namespace (Ray binds every interface):
+    ``python -m tests.e2e.isolated rampart bench autoscale``.
+    """
+    from services.evaluation.factcheck_bench import sigterm_as_interrupt
+    from services.evaluation.scale_bench import AutoscalePlan, run_autoscale_bench
+    from services.evaluation.stack_bench import BenchOptions, bench_corpus
+
+    if high <= low:
+        raise typer.BadParameter(
+            f"--high {high} must exceed --low {low}: there is nothing to scale otherwise"
+        )
+    settings = load_settings()
+    plan = AutoscalePlan(
+        low=low,
+        high=high,
+        idle_s=idle_seconds,
+        cool_s=cool_seconds,
+        upscale_delay_s=upscale_delay,
+        downscale_delay_s=downscale_delay,
+    )
+    options = BenchOptions(
+        queries=50,
+        warmup=3,
+        locust_seconds=locust_seconds,
+        locust_users=locust_users,
+        locust_spawn_rate=float(locust_users),
+    )
+    try:
+        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
+        with sigterm_as_interrupt(), progress_bar() as bar:
+            record = run_autoscale_bench(
+                corpus,
+                settings,
+                options,
+                plan,
+                progress=task_updater(bar),
+                started=lambda m: console.print(m),
+            )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    _print_autoscale(record)
+    if json_out:
+        write_json_report(json_out, {"command": invocation(ctx), **record})
+    if not record["summary"]["as_asked"]:
+        raise typer.Exit(1)
+
+
+def _print_autoscale(record: dict[str, Any]) -> None:
+    """The replica count each time it changed, the locust figures, the summary."""
+    load, loc, summary = record["load"], record["locust"], record["summary"]
+    table = Table("s", "pipeline replicas", "phase", title=f"bench autoscale: {record['corpus']}")
+    last = None
+    for t, n in record["samples"]:
+        if n != last:
+            phase = "quiet" if t < load["start_s"] else "load" if t <= load["end_s"] else "after"
+            table.add_row(f"{t:g}", str(n), phase)
+            last = n
+    out.print(table)
+    out.print(
+        f"load {load['start_s']:g}-{load['end_s']:g} s: {loc['requests']:g} requests, {loc['failures']:g} "
+        f"failed, {loc['requests_per_s']:g} req/s, p50 {loc['p50_ms']:g} ms, p95 {loc['p95_ms']:g} ms"
+    )
+    out.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+
+
 def _stack_table(rows: list[dict[str, Any]], title: str) -> Table:
     """Latency per mode (stack, embedded) and endpoint, with the requests that ran degraded."""
     table = Table("mode", "endpoint", "p50 ms", "p95 ms", "mean ms", "degraded", title=title)

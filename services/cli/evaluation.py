@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from services.cli.eval_answers import eval_answers
 from services.cli.eval_general import eval_general
+from services.cli.eval_rerank_domains import eval_rerank_domains
 from services.cli.eval_router import eval_router
 from services.cli.ui import (
     console,
@@ -57,6 +58,7 @@ eval_app = typer.Typer(
 
 eval_app.command("answers")(eval_answers)
 eval_app.command("general")(eval_general)
+eval_app.command("rerank-domains")(eval_rerank_domains)
 eval_app.command("router")(eval_router)
 
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from services.cli.ui import console, fail, invocation, load_settings, progress_bar, split_csv, task_updater
+from services.cli.ui import (
+    console,
+    fail,
+    invocation,
+    load_settings,
+    out,
+    progress_bar,
+    split_csv,
+    task_updater,
+    write_json_report,
+)
 from services.common.errors import RampartError
 from services.common.settings import RampartSettings
 
@@ -19,13 +29,14 @@ train_app = typer.Typer(help="Train Rampart's models from the training splits in
 
 
 @train_app.command("reranker")
-def train_reranker_cmd(  # long: 22 options, 16 of them TrainConfig's; the body builds it and trains
+def train_reranker_cmd(  # long: 23 options, 16 of them TrainConfig's; the body builds it and trains
     ctx: typer.Context,
     out_dir: Annotated[Path, typer.Option("--out", help="Work folder: checkpoint/, hf/, onnx/")] = Path(
         ".rampart/train/reranker"
     ),
     sources: Annotated[
-        str, typer.Option(help="Training sources: scifact,hotpotqa,nq")
+        str,
+        typer.Option(help="Training sources: scifact, hotpotqa, nq, twowiki, classic (docs/reranking.md)"),
     ] = "scifact,hotpotqa,nq",
     max_steps: Annotated[
         int, typer.Option(min=1, help="Optimiser steps (the LR schedule spans these)")
@@ -74,6 +85,13 @@ def train_reranker_cmd(  # long: 22 options, 16 of them TrainConfig's; the body 
             "scores are out-of-fold (to fit `rampart train pairs --reranker-dir`; never serve it)"
         ),
     ] = "train",
+    domain_halves: Annotated[
+        bool,
+        typer.Option(
+            help="Train SciFact and NQ on the train half of their queries only, so `rampart eval "
+            "rerank-domains` reports every domain on queries the model never saw (issue 38's recipes)"
+        ),
+    ] = False,
     model_id: Annotated[str, typer.Option(help="Name recorded in the manifest")] = "rampart-minilm-l6-ce",
     variants: Annotated[str, typer.Option(help="ONNX variants to export: fp32,int8")] = "fp32,int8",
     install: Annotated[
@@ -128,6 +146,7 @@ def train_reranker_cmd(  # long: 22 options, 16 of them TrainConfig's; the body 
                 variants=tuple(split_csv(variants)),
                 groups_per_source=groups_per_source,
                 hotpotqa_half=hotpotqa_half,  # type: ignore[arg-type]
+                domain_halves=domain_halves,
                 say=lambda m: console.print(f"• {m}"),
                 progress=task_updater(bar),
             )
@@ -137,6 +156,88 @@ def train_reranker_cmd(  # long: 22 options, 16 of them TrainConfig's; the body 
     except RampartError as exc:
         raise fail(exc) from exc
     console.print(f"[green]done[/green] {onnx_dir} (model card: {onnx_dir / 'MODEL_CARD.md'})")
+
+
+@train_app.command("reranker-lodo")
+def train_reranker_lodo_cmd(
+    ctx: typer.Context,
+    out_dir: Annotated[Path, typer.Option("--out", help="Work folder: one <domain>/ per fold")] = Path(
+        ".rampart/train/reranker-lodo"
+    ),
+    domains: Annotated[
+        str | None, typer.Option(help="Held-out domains, comma-separated (default: all five)")
+    ] = None,
+    max_steps: Annotated[int, typer.Option(min=1, help="Optimiser steps per fold")] = 300,
+    max_minutes: Annotated[float, typer.Option(min=0.1, help="Wall-clock bound per fold")] = 20.0,
+    max_length: Annotated[int, typer.Option(min=16, max=512, help="Tokens per (query, chunk) pair")] = 160,
+    seed: Annotated[int, typer.Option(help="Seed for data order, sampling and the head")] = 13,
+    architecture: Annotated[str, typer.Option(help="split or cls (see `rampart train reranker`)")] = "split",
+    split_layers: Annotated[int, typer.Option(min=0, max=6, help="split: layers reading apart")] = 5,
+    num_layers: Annotated[
+        int | None, typer.Option(min=1, max=6, help="Keep only the first N encoder layers")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the folds' figures here")] = None,
+) -> None:
+    """Leave one domain out: per domain, train the recipe on the other four (their train halves) and
+    score it on the one left out (`rampart eval rerank-domains`); the recipe's figure is its worst fused
+    gain. A fold whose model exists under --out is scored again, not retrained (delete it to retrain)."""
+    from services.evaluation.general import Harness
+    from services.evaluation.rerank_domains import DOMAIN_NAMES, select_domains
+    from services.models.reranker_lodo import run_lodo
+    from services.models.reranker_pipeline import packaged_encoder
+    from services.models.reranker_train import TrainConfig
+    from services.retrieval.embedder import build_embedder
+
+    settings = load_settings()
+    cfg = TrainConfig(
+        base=str(packaged_encoder()),
+        out_dir=out_dir,
+        max_steps=max_steps,
+        max_minutes=max_minutes,
+        max_length=max_length,
+        seed=seed,
+        architecture=architecture,
+        split_layers=split_layers,
+        num_layers=num_layers,
+    )
+    try:
+        chosen = [d.name for d in select_domains(domains)] if domains else list(DOMAIN_NAMES)
+        embedder = build_embedder(settings.embedding, settings.models_dir)
+        with progress_bar() as bar:
+            updater = task_updater(bar)
+
+            def harness(reranker: Any) -> Harness:
+                return Harness(
+                    settings=settings,
+                    data_root=settings.eval_data_dir,
+                    cache_root=settings.data_dir / "eval-cache",
+                    embedder=embedder,
+                    reranker=reranker,
+                    progress=updater,
+                )
+
+            report = run_lodo(
+                settings,
+                embedder,
+                cfg,
+                harness,
+                domains=chosen,
+                command=invocation(ctx),
+                say=lambda m: bar.console.print(f"• {m}"),
+                progress=updater,
+            )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    report["command"] = invocation(ctx)
+    for row in report["rows"]:
+        out.print(
+            f"{row['domain']:>16}: first stage {row['first_stage']:.4f}, fused {row['fused']:.4f} "
+            f"({row['gain_fused']:+.4f}), alone {row['pure']:.4f}; trained on {', '.join(row['trained_on'])}"
+        )
+    worst = report["worst_gain_fused"]
+    out.print(f"worst held-out fused gain: {worst['value']:+.4f} ({worst['domain']})")
+    if json_out:
+        write_json_report(json_out, report)
 
 
 @train_app.command("contradiction")

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from services.cli.ui import console, fail, load_settings
-from services.common.errors import RampartError
+from services.common.errors import ErrorCode, RampartError
+from services.common.service_auth import is_loopback
 
 if TYPE_CHECKING:
-    from services.rerank.triton_server import TritonServerTls
+    from services.common.settings import RampartSettings
+    from services.rerank.triton_server import TritonServer, TritonServerTls
 
 triton_app = typer.Typer(help="NVIDIA Triton: model repository and a local server.", no_args_is_help=True)
 
@@ -79,6 +81,27 @@ def grpc_tls(cert: Path | None, key: Path | None, ca: Path | None) -> TritonServ
     return TritonServerTls(cert, key, ca)
 
 
+def caller_key(settings: RampartSettings, address: str) -> str | None:
+    """``rerank.triton.key`` checked for Triton's flag syntax; none is refused off loopback, where the
+    HTTP port (no TLS) would answer anyone."""
+    from services.rerank.triton_key import check_key
+
+    key = settings.rerank.triton.key
+    try:
+        if key is not None:
+            return check_key(key.get_secret_value())
+        if not is_loopback(address):
+            raise RampartError(
+                ErrorCode.FAILED_PRECONDITION,
+                f"tritonserver would listen on {address!r}, reachable from other hosts, and answer anyone "
+                "(its HTTP port has no TLS): set RAMPART_RERANK__TRITON__KEY (its callers send it too), or "
+                "bind 127.0.0.1",
+            )
+    except RampartError as exc:
+        raise fail(exc) from exc
+    return None
+
+
 @triton_app.command("serve")
 def triton_serve(
     grpc_port: Annotated[int, typer.Option(help="gRPC port (rerank.triton.url)")] = 8001,
@@ -100,13 +123,15 @@ def triton_serve(
     ] = None,
 ) -> None:
     """Run tritonserver on --address (127.0.0.1) with the project's repository until interrupted (needs
-    `make triton`); --grpc-cert/--grpc-key (and --grpc-ca) put its gRPC port on (mutual) TLS."""
+    `make triton`); --grpc-cert/--grpc-key (and --grpc-ca) put its gRPC port on (mutual) TLS, and
+    RAMPART_RERANK__TRITON__KEY makes every API but health require the key (required off loopback)."""
     from services.rerank.triton_repository import materialize
     from services.rerank.triton_server import TritonServer
 
     tls = grpc_tls(grpc_cert, grpc_key, grpc_ca)
 
     settings = load_settings()
+    key = caller_key(settings, address)
     work = settings.data_dir / "triton"
     try:
         repo = materialize(
@@ -129,8 +154,14 @@ def triton_serve(
         metrics_port=metrics_port,
         address=address,
         tls=tls,
+        caller_key=key,
         die_with_parent=True,  # supervisord SIGKILLs this launcher in `rampart bench faults`
     )
+    run_in_foreground(server)
+
+
+def run_in_foreground(server: TritonServer) -> None:
+    """Start ``server`` and keep it until SIGINT/SIGTERM or its exit; always stop it."""
     # Handlers first: tritonserver runs in its own session, so a SIGTERM (supervisord stopping the
     # stack) that killed this process during the start-up wait would leave it running, orphaned.
     stop, starting = threading.Event(), threading.Event()
@@ -148,7 +179,7 @@ def triton_serve(
         try:
             server.start()
             starting.clear()  # a signal before this line still lands in the except below
-            console.print(f"[green]triton ready[/green] grpc 127.0.0.1:{grpc_port}, log {server.log_path}")
+            console.print(f"[green]triton ready[/green] grpc {server.grpc_url}, log {server.log_path}")
         except RampartError as exc:
             raise fail(exc) from exc
         except _StoppedDuringStartError:

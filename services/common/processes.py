@@ -51,6 +51,56 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
+def group_members(pgid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of the live processes of process group ``pgid``, read from ``/proc`` (empty
+    where there is none)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.find("(") + 1 : stat.rfind(")")]
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            found.append((int(entry.name), name))
+    return found
+
+
+class GroupRecord:
+    """A file naming the process group of a server a launcher starts in its own session, so that the
+    launcher's next start can SIGKILL what a SIGKILLed predecessor left: ``die_with_parent`` reaches the
+    server, not the children it forked (Triton's python-backend stubs were found alive hours after a
+    ``rampart bench faults`` run). Only a group whose every member has a name in ``names`` is killed: a
+    recorded id whose group is gone may since name another."""
+
+    def __init__(self, path: Path, names: tuple[str, ...]) -> None:
+        self.path, self.names = path, names
+
+    def reap(self) -> list[tuple[int, str]]:
+        """SIGKILL the recorded group if it is still there and is what it was; returns its members."""
+        try:
+            pgid = int(self.path.read_text())
+        except (OSError, ValueError):
+            return []
+        members = group_members(pgid)
+        if members and all(name.startswith(self.names) for _, name in members):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        else:
+            members = []
+        self.path.unlink(missing_ok=True)
+        return members
+
+    def write(self, pgid: int) -> None:
+        self.path.write_text(str(pgid))
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 

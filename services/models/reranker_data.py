@@ -9,6 +9,15 @@ Sources (training splits only; nothing from a test split reaches the model):
   reranker (the evidence-pair model, ``rampart train pairs``) must be fitted on. Never report held-out
   figures with such a model.
 - ``nq``: NQ-open oracle question / gold-passage pairs (the 2,655 gold passages form the corpus).
+- ``twowiki``: the ``train`` half of 2WikiMultihopQA-164 (its ``heldout`` half is what
+  ``rampart eval rerank-domains`` reports on).
+- ``classic``: the human judgements of four classic test collections no evaluation uses (NPL, TIME,
+  LISA, ADI, from ``rerank_train/classic_ir``); the corpus is every document those judgements and their
+  BM25 negatives name. Cranfield, CISI, CACM and MED are never trained on: they are the classic domain's
+  evaluation (``classic_ir_beir``).
+
+``domain_halves`` (issue 38's recipes) trains SciFact and NQ on the ``train`` half of their queries
+only, so that ``rampart eval rerank-domains`` can report every domain on queries no recipe saw.
 
 Each corpus is indexed through the product's own ingest path (the cached eval index), and every
 training query is run through the **hybrid** retriever, so the passages the model learns on are the
@@ -44,7 +53,8 @@ from services.retrieval.embedder import Embedder
 from services.retrieval.hybrid import SearchParams
 from services.retrieval.retriever import Retriever
 
-SOURCES = ("scifact", "hotpotqa", "nq")
+SOURCES = ("scifact", "hotpotqa", "nq", "twowiki", "classic")
+CLASSIC_TRAIN = ("npl", "time", "lisa", "adi")  # the classic collections no evaluation uses
 MINING_DEPTH = 100  # chunks retrieved per training query
 HYBRID_NEG_RANKS = 30  # hybrid negatives come from the first this-many non-relevant documents
 HAC_BM25_TOP = 100  # HAC: BM25 top-k ...
@@ -116,17 +126,74 @@ def nq_as_beir(data_dir: Path, cache_dir: Path) -> tuple[BeirDataset, dict[str, 
     return load_beir(out, "train", name="nq_open_oracle"), answers
 
 
+def classic_as_beir(data_dir: Path, cache_dir: Path) -> BeirDataset:
+    """The :data:`CLASSIC_TRAIN` collections' judgements as one BEIR folder (built once): each
+    judged-relevant document a positive (grade 1), the corpus every document the pairs name."""
+    src = data_dir / "rerank_train" / "classic_ir" / "pairs.jsonl"
+    if not src.is_file():
+        raise _missing(src, "classic IR training pairs")
+    out = cache_dir / "classic_ir" / "beir"
+    if not (out / "qrels" / "train.tsv").is_file():
+        corpus: dict[str, dict[str, str]] = {}
+        queries: list[dict[str, str]] = []
+        qrels: list[tuple[str, str]] = []
+        for line in src.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row["query_id"].split("-q", 1)[0] not in CLASSIC_TRAIN:
+                continue
+            queries.append({"_id": row["query_id"], "text": row["query"]})
+            for doc in [*row["pos"], *row["neg"]]:
+                corpus.setdefault(doc["id"], {"_id": doc["id"], "title": doc["title"], "text": doc["text"]})
+            qrels += [(row["query_id"], doc["id"]) for doc in row["pos"]]
+        (out / "qrels").mkdir(parents=True, exist_ok=True)
+        (out / "corpus.jsonl").write_text(
+            "".join(json.dumps(d) + "\n" for d in corpus.values()), encoding="utf-8"
+        )
+        (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+        tsv = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels)
+        tmp = out / "qrels" / "train.tsv.tmp"  # last: its presence says the folder is complete
+        tmp.write_text(tsv, encoding="utf-8")
+        tmp.replace(out / "qrels" / "train.tsv")
+    return load_beir(out, "train", name="classic_ir")
+
+
+def _answers(path: Path, keep: set[str], key: str) -> dict[str, list[str]]:
+    """Gold answer strings per kept query from a JSONL file (``key``: the query id's field)."""
+    answers: dict[str, list[str]] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row[key] in keep:
+                answers[row[key]] = [str(a) for a in row.get("answers", [])]
+    return answers
+
+
 def load_source(
-    source: str, settings: RampartSettings, cache_dir: Path, *, hotpotqa_half: QuerySplit = "train"
+    source: str,
+    settings: RampartSettings,
+    cache_dir: Path,
+    *,
+    hotpotqa_half: QuerySplit = "train",
+    domain_halves: bool = False,
 ) -> tuple[BeirDataset, dict[str, list[str]]]:
     """The training split of ``source`` as a BEIR dataset (queries restricted) + gold answers if known;
-    HotpotQA's half is ``hotpotqa_half`` (see the module doc)."""
+    HotpotQA's half is ``hotpotqa_half``, SciFact's and NQ's the ``train`` one under ``domain_halves``
+    (see the module doc)."""
     data = settings.eval_data_dir
+    mine: QuerySplit = "train" if domain_halves else "all"
     if source == "scifact":
         path = data / "scifact"
         if not (path / "qrels" / "train.tsv").is_file():
             raise _missing(path, "SciFact train qrels")
-        return load_beir(path, "train"), {}
+        return load_beir(path, "train").half(mine), {}
+    if source == "twowiki":
+        path = data / "2wikimultihopqa_dev164" / "beir"
+        if not (path / "corpus.jsonl").is_file():
+            raise _missing(path, "2WikiMultihopQA-164")
+        ds = load_beir(path, "test").half("train")
+        return ds, _answers(data / "2wikimultihopqa_dev164" / "answers.jsonl", set(ds.queries), "id")
+    if source == "classic":
+        return classic_as_beir(data, cache_dir), {}
     if source == "hotpotqa":
         path = data / "hotpotqa_dev500" / "beir"
         if not (path / "corpus.jsonl").is_file():
@@ -141,16 +208,10 @@ def load_source(
             queries={q: t for q, t in full.queries.items() if q in keep},
             qrels={q: r for q, r in full.qrels.items() if q in keep},
         )
-        answers: dict[str, list[str]] = {}
-        answers_file = data / "hotpotqa_dev500" / "answers.jsonl"
-        if answers_file.is_file():
-            for line in answers_file.read_text(encoding="utf-8").splitlines():
-                row = json.loads(line)
-                if row["_id"] in keep:
-                    answers[row["_id"]] = [str(a) for a in row.get("answers", [])]
-        return ds, answers
+        return ds, _answers(data / "hotpotqa_dev500" / "answers.jsonl", keep, "_id")
     if source == "nq":
-        return nq_as_beir(data, cache_dir)
+        nq, answers = nq_as_beir(data, cache_dir)
+        return nq.half(mine), answers
     raise RampartError(
         ErrorCode.INVALID_ARGUMENT, f"unknown training source {source!r}; choose from {', '.join(SOURCES)}"
     )
@@ -309,6 +370,7 @@ def mined_groups(
     sources: Iterable[str],
     *,
     hotpotqa_half: QuerySplit = "train",
+    domain_halves: bool = False,
     progress: Progress | None = None,
 ) -> list[MinedGroup]:
     """Mined groups for ``sources``, from cache when the index, the queries and the mining settings are
@@ -317,7 +379,9 @@ def mined_groups(
     cache.mkdir(parents=True, exist_ok=True)
     out: list[MinedGroup] = []
     for source in sources:
-        dataset, answers = load_source(source, settings, cache, hotpotqa_half=hotpotqa_half)
+        dataset, answers = load_source(
+            source, settings, cache, hotpotqa_half=hotpotqa_half, domain_halves=domain_halves
+        )
         key = hashlib.sha256(
             f"{index_cache_key(dataset, settings, embedder)}|{source}|{dataset.split}|{MINING_VERSION}|{MINING_DEPTH}|"
             f"{HYBRID_NEG_RANKS}|{HAC_BM25_TOP}|{HAC_DENSE_QUANTILE}|{PRIOR_DEPTH}|{settings.fusion.model_dump_json()}".encode()

@@ -56,12 +56,20 @@ def train_reranker(
     variants: tuple[str, ...] = ("fp32", "int8"),
     groups_per_source: int | None = None,
     hotpotqa_half: QuerySplit = "train",
+    domain_halves: bool = False,
     say: Say | None = None,
     progress: Progress | None = None,
 ) -> Path:
     """Run the whole pipeline; returns the exported model folder ``cfg.out_dir / 'onnx'``."""
     tell = say or (lambda _m: None)
-    mined_all = mined_groups(settings, embedder, sources, hotpotqa_half=hotpotqa_half, progress=progress)
+    mined_all = mined_groups(
+        settings,
+        embedder,
+        sources,
+        hotpotqa_half=hotpotqa_half,
+        domain_halves=domain_halves,
+        progress=progress,
+    )
     groups = limit_groups(mined_all, groups_per_source)
     mined = {
         s: {
@@ -88,6 +96,8 @@ def train_reranker(
         extra_manifest={
             "training": {k: v for k, v in asdict(result).items() if k != "losses"},
             "hotpotqa_half": hotpotqa_half,
+            "domain_halves": domain_halves,
+            "sources": list(sources),
         },
         progress=tell,
     )

@@ -61,7 +61,11 @@ class TrainConfig:
     seed: int = 13
     val_fraction: float = 0.05
     checkpoint_every: int = 50
-    source_weights: dict[str, int] = field(default_factory=lambda: {"scifact": 2, "hotpotqa": 2, "nq": 1})
+    # times each query of a source is seen per epoch: the small sources more, so that every domain
+    # weighs in (queries, not pairs, are the unit: a query with 40 judged documents is one group)
+    source_weights: dict[str, int] = field(
+        default_factory=lambda: {"scifact": 2, "hotpotqa": 2, "nq": 1, "twowiki": 4, "classic": 2}
+    )
     bf16: bool = True
     threads: int = 0
     num_layers: int | None = None  # keep only the first N encoder layers (a shallower, faster model)

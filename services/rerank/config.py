@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 
 class TritonTlsSettings(BaseModel):
@@ -57,6 +57,13 @@ class TritonTlsSettings(BaseModel):
 class TritonSettings(BaseModel):
     url: str = Field(default="127.0.0.1:8001", description="Triton gRPC endpoint host:port")
     tls: TritonTlsSettings = TritonTlsSettings()
+    key: SecretStr | None = Field(
+        default=None,
+        description="Triton's caller key: the reranker sends it (x-rampart-triton-key) on every call, and "
+        "`rampart triton serve` started with it refuses every call without it but health, on gRPC and HTTP "
+        "(docs/security.md); 16-256 of A-Z a-z 0-9 _ -, checked where the server starts (a settings error "
+        "would print it); `rampart stack` makes one per start",
+    )
     model_name: str = Field(default="rampart_reranker", description="Model name in the Triton repository")
     model_version: str = Field(
         default="1", description="Pinned model version ('' = server's latest; pin it in production)"

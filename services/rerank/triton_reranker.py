@@ -8,6 +8,8 @@
   input — will not get better by repeating it.
 - TLS (``rerank.triton.tls``): the CA that signed Triton's certificate, and the component's own
   certificate for a Triton that requires one (``--grpc-use-ssl-mutual``); files read once, at connect.
+- The caller key (``rerank.triton.key``, :mod:`~services.rerank.triton_key`) goes with every call, so a
+  Triton that requires it serves this client and no one else without it.
 - The model version is pinned (``rerank.triton.model_version``); start-up checks server liveness,
   readiness and that exact version, and reads the model's identity (``model_id`` parameter written by
   ``rampart triton repo``) so cached scores are keyed by the weights actually served.
@@ -29,6 +31,7 @@ from services.common.errors import ErrorCode, RampartError
 from services.common.service_auth import read_pem
 from services.rerank.config import TritonSettings, TritonTlsSettings
 from services.rerank.reranker import check_pairs
+from services.rerank.triton_key import client_headers, is_refusal
 
 
 def _status(exc: BaseException) -> str:
@@ -36,8 +39,20 @@ def _status(exc: BaseException) -> str:
     return str(status() if callable(status) else status or "")
 
 
+def _message(exc: BaseException) -> str:
+    message = getattr(exc, "message", None)
+    return str(message() if callable(message) else exc)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Triton's answer to a call without the key (gRPC UNAVAILABLE with its restriction text)."""
+    return is_refusal(_message(exc))
+
+
 def _unavailable(exc: BaseException) -> bool:
-    return "UNAVAILABLE" in _status(exc)
+    """A down or restarting server (worth retrying); never a refused key, which Triton also reports
+    as UNAVAILABLE."""
+    return "UNAVAILABLE" in _status(exc) and not _refused(exc)
 
 
 def triton_credentials(
@@ -88,8 +103,10 @@ class TritonReranker:
         model_id: str,
         max_batch: int,
         first_stage_weight: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self._client = client
+        self._headers = headers
         self._first_stage_weight = first_stage_weight
         self._cfg = cfg
         self._model_id = model_id
@@ -102,13 +119,14 @@ class TritonReranker:
     ) -> TritonReranker:
         """Connect and check the server and the pinned model version (waiting up to ``wait_s``)."""
         client = triton_client(cfg)
+        headers = client_headers(cfg.key.get_secret_value() if cfg.key is not None else None)
         deadline = time.monotonic() + wait_s
         while True:
             try:
                 if (
-                    client.is_server_live()
-                    and client.is_server_ready()
-                    and client.is_model_ready(cfg.model_name, cfg.model_version)
+                    client.is_server_live(headers=headers)
+                    and client.is_server_ready(headers=headers)
+                    and client.is_model_ready(cfg.model_name, cfg.model_version, headers=headers)
                 ):
                     break
                 problem = f"model {cfg.model_name!r} version {cfg.model_version or 'latest'!r} is not ready"
@@ -124,7 +142,23 @@ class TritonReranker:
                     url=cfg.url,
                 )
             time.sleep(0.5)
-        config = client.get_model_config(cfg.model_name, cfg.model_version, as_json=True)["config"]
+        try:
+            config = client.get_model_config(cfg.model_name, cfg.model_version, headers=headers, as_json=True)
+        except Exception as exc:  # the first call past health: a missing or wrong key shows here
+            client.close()
+            if _refused(exc):
+                raise RampartError(
+                    ErrorCode.PERMISSION_DENIED,
+                    f"Triton at {cfg.url} refused to describe model {cfg.model_name!r}: it requires the caller "
+                    "key; set RAMPART_RERANK__TRITON__KEY to the key it was started with",
+                    url=cfg.url,
+                ) from exc
+            raise RampartError(
+                ErrorCode.UNAVAILABLE,
+                f"Triton at {cfg.url} did not describe model {cfg.model_name!r} ({_status(exc) or exc})",
+                url=cfg.url,
+            ) from exc
+        config = config["config"]
         params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
         served_length = params.get("max_length")
         if max_length and served_length and int(served_length) != max_length:
@@ -140,6 +174,7 @@ class TritonReranker:
         return cls(
             client,
             cfg,
+            headers=headers,
             model_id=model_id,
             max_batch=int(config.get("max_batch_size", 0)),
             first_stage_weight=float(weight) if weight else None,
@@ -211,6 +246,7 @@ class TritonReranker:
             inputs,
             model_version=self._cfg.model_version,
             outputs=[grpcclient.InferRequestedOutput("SCORE")],
+            headers=self._headers,
             client_timeout=remaining,
         )
         scores = result.as_numpy("SCORE")
@@ -225,8 +261,13 @@ class TritonReranker:
         if isinstance(exc, RampartError):
             return exc
         status = _status(exc)
-        message = getattr(exc, "message", None)
-        text = message() if callable(message) else str(exc)
+        text = _message(exc)
+        if _refused(exc):
+            return RampartError(
+                ErrorCode.PERMISSION_DENIED,
+                f"Triton at {self._cfg.url} refused the call: it requires the caller key; set "
+                "RAMPART_RERANK__TRITON__KEY to the key it was started with",
+            )
         if "DEADLINE_EXCEEDED" in status:
             return RampartError(
                 ErrorCode.DEADLINE_EXCEEDED, f"Triton rerank timed out ({self._cfg.deadline_ms} ms)"
@@ -239,7 +280,9 @@ class TritonReranker:
 
     def check_ready(self) -> None:
         try:
-            ok = self._client.is_model_ready(self._cfg.model_name, self._cfg.model_version)
+            ok = self._client.is_model_ready(
+                self._cfg.model_name, self._cfg.model_version, headers=self._headers
+            )
         except Exception as exc:
             raise RampartError(
                 ErrorCode.UNAVAILABLE, f"Triton at {self._cfg.url} is unreachable: {exc}"

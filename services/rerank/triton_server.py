@@ -26,7 +26,8 @@ import httpx
 
 from services.common.errors import ErrorCode, RampartError
 from services.common.fs import tail
-from services.common.processes import OwnedProcess, die_with_parent
+from services.common.processes import GroupRecord, OwnedProcess, die_with_parent
+from services.rerank.triton_key import server_flags
 
 
 def _is_ready(url: str) -> bool:
@@ -160,6 +161,8 @@ class TritonServer(OwnedProcess):
     # --http-address, and 0.0.0.0 in a build without HTTP (they name the models and count requests)
     address: str = "127.0.0.1"
     tls: TritonServerTls | None = None  # gRPC over TLS (mutual with a CA); None: plaintext
+    # every API but health requires this key (triton_key); None: open to whoever reaches the ports
+    caller_key: str | None = field(default=None, repr=False)
     # killed with its parent (processes.die_with_parent): for a launcher that supervisord may SIGKILL
     die_with_parent: bool = False
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
@@ -195,11 +198,19 @@ class TritonServer(OwnedProcess):
             # one) never collide in /dev/shm.
             f"--backend-config=python,shm-region-prefix-name=rampart{os.getpid()}p{self.grpc_port}",
             *(self.tls.flags() if self.tls is not None else []),
+            *(server_flags(self.caller_key) if self.caller_key else []),
         ]
+
+    @property
+    def group_record(self) -> GroupRecord:
+        """The last server's process group in this work dir: its stubs share it (comm names are cut at 15
+        characters: ``triton_python_b``)."""
+        return GroupRecord(self.work_dir / "tritonserver.pgid", ("tritonserver", "triton_python"))
 
     def start(self, timeout: float = 180.0) -> TritonServer:
         install = TritonInstall.find(self.venv)
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.group_record.reap()  # a SIGKILLed predecessor's leftovers (processes.GroupRecord)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.command(install),
@@ -211,6 +222,7 @@ class TritonServer(OwnedProcess):
             preexec_fn=die_with_parent if self.die_with_parent else None,  # the CLI sets it: one thread
         )
         log.close()
+        self.group_record.write(self.proc.pid)  # its own session: the group id is its pid
         deadline = time.monotonic() + timeout
         url = f"http://127.0.0.1:{self.http_port}/v2/health/ready"
         while time.monotonic() < deadline:
@@ -228,6 +240,11 @@ class TritonServer(OwnedProcess):
             ErrorCode.DEADLINE_EXCEEDED,
             f"tritonserver not ready after {timeout:.0f}s; see {self.log_path}:\n" + self.tail_log(),
         )
+
+    def stop(self) -> None:
+        """Stop the server and its group (its stubs), then forget the group."""
+        super().stop()
+        self.group_record.clear()
 
     def tail_log(self, lines: int = 30) -> str:
         return tail(self.log_path, lines) or "(no log)"

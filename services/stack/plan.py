@@ -124,23 +124,32 @@ def check_replicas(settings: RampartSettings) -> None:
 
 @dataclass(frozen=True, repr=False)
 class StackSecrets:
-    """One start's credentials: the internal token, the Redis users' passwords, Ray's token."""
+    """One start's credentials: the internal token, the Redis users' passwords, Ray's token, Triton's
+    caller key (the user's ``rerank.triton.key`` if set)."""
 
     token: str
     redis: RedisAuth | None = None
     ray_token: str | None = None
+    triton_key: str | None = None
 
     @classmethod
     def fresh(cls, settings: RampartSettings, token: str) -> StackSecrets:
         s = settings.stack
+        given = settings.rerank.triton.key
         return cls(
             token,
             RedisAuth.fresh() if s.redis_auth else None,
             secrets.token_hex(32) if s.ray_auth else None,
+            (given.get_secret_value() if given else secrets.token_urlsafe(32))
+            if runs_triton(settings)
+            else None,
         )
 
     def __repr__(self) -> str:
-        return f"StackSecrets(redis={self.redis!r}, ray={'set' if self.ray_token else None})"
+        return (
+            f"StackSecrets(redis={self.redis!r}, ray={'set' if self.ray_token else None}, "
+            f"triton={'set' if self.triton_key else None})"
+        )
 
 
 def certs(settings: RampartSettings) -> DevCerts | None:
@@ -235,6 +244,8 @@ def stack_env(settings: RampartSettings, stack_secrets: StackSecrets | str) -> d
     if settings.rerank.backend != "none":
         env["RAMPART_RERANK__BACKEND"] = "triton" if s.triton else "onnx"
         env["RAMPART_RERANK__TRITON__URL"] = f"{LOOPBACK}:{s.triton_grpc_port}"
+    if stack_secrets.triton_key is not None:  # Triton's launcher requires it, the reranker sends it
+        env["RAMPART_RERANK__TRITON__KEY"] = stack_secrets.triton_key
     return env
 
 

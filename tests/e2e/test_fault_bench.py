@@ -57,13 +57,15 @@ def test_killing_triton_under_load_degrades_rerank_and_loses_no_acknowledged_doc
     documents = record["documents"]
     assert documents["acknowledged"] > 0 and documents["lost"] == 0
     assert documents["indexed"] + documents["failed"] == documents["acknowledged"]
-    # the SIGKILLed launcher's tritonserver died with it (processes.die_with_parent), and the stack's
-    # shutdown stopped its restarted twin: none of the bench's servers outlives the bench
+    # the SIGKILLed launcher's tritonserver died with it (processes.die_with_parent), its python-backend
+    # stubs with it or at the restart (processes.GroupRecord), and the stack's shutdown stopped the
+    # restarted twin: none of the bench's servers or stubs outlives the bench
     assert bench_tritonservers() - before == set()
 
 
 def bench_tritonservers() -> set[tuple[int, str]]:
-    """(pid, command line) of running tritonservers of a fault bench's stack (under /tmp/rfb-*)."""
+    """(pid, command line) of running tritonservers and python-backend stubs of a fault bench's stack
+    (under /tmp/rfb-*: the server's --model-repository, the stub's model path)."""
     found = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -72,6 +74,9 @@ def bench_tritonservers() -> set[tuple[int, str]]:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "tritonserver" in cmd and "--model-repository=/tmp/rfb-" in cmd and pid_alive(int(proc.name)):
+        ours = ("tritonserver" in cmd and "--model-repository=/tmp/rfb-" in cmd) or (
+            "triton_python_backend_stub" in cmd and "/tmp/rfb-" in cmd
+        )
+        if ours and pid_alive(int(proc.name)):
             found.add((int(proc.name), cmd))
     return found

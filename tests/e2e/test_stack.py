@@ -285,6 +285,24 @@ def test_the_stack_runs_with_mtls_redis_auth_and_ray_auth(loaded: Stack) -> None
     assert b"RAY_AUTH_MODE=token" in environ and f"RAY_AUTH_TOKEN_PATH={token_file}".encode() in environ
     conf = (folder / "supervisord.conf").read_text()
     assert token_file.read_text() not in conf and (token and token not in conf)
+    # Triton: the orchestrator's certificate without the stack's caller key gets nothing but health
+    # (with it, searches are reranked undegraded: test_search_and_answer_through_the_stack)
+    from services.rerank.config import TritonSettings, TritonTlsSettings
+    from services.rerank.triton_reranker import TritonReranker
+
+    triton_tls = TritonTlsSettings(
+        enabled=True,
+        ca_file=certs.ca,
+        cert_file=certs.cert("orchestrator"),
+        key_file=certs.key("orchestrator"),
+    )
+    keyless = TritonSettings(url=f"127.0.0.1:{s.stack.triton_grpc_port}", tls=triton_tls, retries=0)
+    with pytest.raises(RampartError) as refused:
+        TritonReranker.connect(keyless)
+    assert refused.value.code is ErrorCode.PERMISSION_DENIED, refused.value
+    # the orchestrator has it, from the environment
+    assert any(e.startswith(b"RAMPART_RERANK__TRITON__KEY=") and len(e) > 40 for e in environ)
+    assert not any(b"TRITON__KEY" in line for line in conf.encode().splitlines())
     assert "redis://orchestrator:" not in conf and "%(ENV_RAMPART_STACK_REDIS_URL_WORKER_BROKER)s" in conf
     assert (
         os.path.exists(certs.key("retrieval"))

@@ -498,6 +498,35 @@ def triton_tls_problems(r: Rendered) -> list[str]:
     return problems
 
 
+TRITON_KEY_VAR = "RAMPART_RERANK__TRITON__KEY"
+
+
+def triton_key_problems(r: Rendered) -> list[str]:
+    """Every Triton requires the caller key on every API but health (the flags of
+    services/rerank/triton_key.py, expanded from its own env var), and every component that reranks on
+    Triton sends it: both read the key from the same generated Secret, with mTLS on or off."""
+    from services.rerank.triton_key import restricted_flags
+
+    problems = []
+    secret = r.values["secrets"]["tritonKey"]
+    want_ref = {"name": secret["name"], "key": secret["key"], "optional": False}
+    flags = restricted_flags(f"$({TRITON_KEY_VAR})")
+    for obj in workloads(r):
+        for container in pod_specs(obj)[0]["containers"]:
+            env = env_of(container)
+            is_triton = component(obj).startswith("triton")
+            reranks = env.get("RAMPART_RERANK__BACKEND", {}).get("value") == "triton"
+            if not (is_triton or reranks):
+                continue
+            ref = env.get(TRITON_KEY_VAR, {}).get("valueFrom", {}).get("secretKeyRef")
+            if ref != want_ref:
+                problems.append(f"{name(obj)}: {TRITON_KEY_VAR} is {env.get(TRITON_KEY_VAR)}, not {want_ref}")
+            args = container.get("args", [])
+            if is_triton and [a for a in args if "restricted" in a] != flags:
+                problems.append(f"{name(obj)}: restricted-API flags {args} are not {flags}")
+    return problems
+
+
 def redis_tls_problems(r: Rendered) -> list[str]:
     """redis.tls.enabled: the in-cluster Redis serves TLS only (the stack's RedisTls.server_args, with
     its own mounted certificate), its probe's redis-cli speaks TLS checking the CA, and every Redis URL
@@ -757,6 +786,7 @@ CHECKS: dict[str, Callable[[Rendered], list[str]]] = {
     "mTLS": tls_problems,
     "grpc callers": caller_problems,
     "triton tls": triton_tls_problems,
+    "triton key": triton_key_problems,
     "health probes": health_probe_problems,
     "redis clients": redis_client_problems,
     "redis acl": redis_acl_problems,
@@ -842,7 +872,7 @@ def test_no_secret_value_is_rendered_outside_secrets(profile: str) -> None:
     assert "rampart-api-keys" not in made
     tritons = ("triton", "triton-ondemand") if profile == "eks" else ("triton",)
     certificates = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", *tritons)}
-    tokens = {"rampart-internal-token", "rampart-ray-token", "rampart-key-pepper"}
+    tokens = {"rampart-internal-token", "rampart-ray-token", "rampart-key-pepper", "rampart-triton-key"}
     redis = {f"rampart-redis-{x}" for x in ("gateway", "orchestrator", "worker", "probe", "acl")}
     assert made == tokens | certificates | {"rampart-tls-ca"} | (set() if profile == "eks" else redis)
     others = json.dumps([d for d in r.docs if d["kind"] != "Secret"])
@@ -855,7 +885,7 @@ def test_no_secret_value_is_rendered_outside_secrets(profile: str) -> None:
         for spec in pod_specs(obj):
             for c in spec["containers"]:
                 for var in c.get("env") or []:
-                    if re.search(r"(TOKEN|PASSWORD|API_KEY|PEPPER|AUTH)$", var["name"]):
+                    if re.search(r"(TOKEN|PASSWORD|KEY|PEPPER|AUTH)$", var["name"]):
                         assert "valueFrom" in var, f"{name(obj)}: {var['name']} has a literal value"
 
 
@@ -1390,6 +1420,27 @@ def test_tls_check_breaks() -> None:
 
     for change in (plaintext_client, borrowed_secret, writable, wrong_names, other_ca):
         assert tls_problems(broken("small", change)), change.__name__
+
+
+def test_triton_key_check_breaks() -> None:
+    def open_http(r: Rendered) -> None:  # Triton's HTTP restricts nothing
+        c = first_container(r, "triton")
+        c["args"] = [a for a in c["args"] if not a.startswith("--http-restricted-api")]
+
+    def health_restricted(r: Rendered) -> None:  # the kubelet's probes would fail
+        c = first_container(r, "triton")
+        c["args"] = [a.replace("metadata,", "health,metadata,") for a in c["args"]]
+
+    def client_without_key(r: Rendered) -> None:
+        c = first_container(r, "orchestrator")
+        c["env"] = [v for v in c["env"] if v["name"] != TRITON_KEY_VAR]
+
+    def literal_key(r: Rendered) -> None:
+        env_var(r, "triton", TRITON_KEY_VAR).pop("valueFrom")
+        env_var(r, "triton", TRITON_KEY_VAR)["value"] = "k" * 32
+
+    for change in (open_http, health_restricted, client_without_key, literal_key):
+        assert triton_key_problems(broken("small", change)), change.__name__
 
 
 def test_caller_check_breaks() -> None:

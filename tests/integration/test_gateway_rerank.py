@@ -170,7 +170,7 @@ def test_triton_backend_from_settings_serves_the_same_results(
 ) -> None:
     """RAMPART_RERANK__BACKEND=triton end to end: the factory connects to the real server and search
     returns what the in-process reranker returns."""
-    remote = TritonSettings(url=triton_server.grpc_url)
+    remote = TritonSettings(url=triton_server.grpc_url, key=triton_server.caller_key)
     s = settings.model_copy(
         update={
             "data_dir": tmp_path / "remote-data",

@@ -242,6 +242,87 @@ def test_hotpotqa_half_selects_the_questions_trained_on(tmp_path: Path) -> None:
     assert len(train.queries) + len(held.queries) == 24
 
 
+def write_classic_pairs(root: Path) -> Path:
+    """rerank_train/classic_ir/pairs.jsonl with two collections trained on and one evaluated on."""
+    folder = root / "rerank_train" / "classic_ir"
+    folder.mkdir(parents=True)
+    rows = []
+    for col in ("npl", "adi", "cranfield"):
+        for q in range(3):
+            doc = {"id": f"{col}-d{q}", "title": "", "text": f"{col} document {q} on subject {q}"}
+            neg = {
+                "id": f"{col}-d9{q}",
+                "title": "",
+                "text": f"{col} other text {q}",
+                "kind": "bm25_unjudged",
+            }
+            rows.append(
+                {
+                    "query_id": f"{col}-q{q}",
+                    "query": f"subject {q} in {col}",
+                    "pos": [doc],
+                    "neg": [neg],
+                    "source": "classic_ir",
+                    "domain": col,
+                }
+            )
+    (folder / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def test_domain_sources_train_only_on_what_no_evaluation_uses(tmp_path: Path) -> None:
+    """Issue 38's sources: the classic pairs of the four collections no evaluation uses (never
+    Cranfield, CISI, CACM, MED), 2WikiMultihopQA's train half, and with domain halves SciFact's and
+    NQ's train halves: each disjoint from the half `rampart eval rerank-domains` reports on."""
+    import shutil
+
+    from services.common.settings import RampartSettings
+    from services.evaluation.splits import query_split_of
+    from services.models.reranker_data import load_source
+
+    data = write_classic_pairs(tmp_path / "data")
+    wiki = write_hotpot(tmp_path / "wiki") / "hotpotqa_dev500"
+    shutil.copytree(wiki, data / "2wikimultihopqa_dev164")
+    settings = RampartSettings(eval_data_dir=data, data_dir=tmp_path / "state")
+    classic, _ = load_source("classic", settings, tmp_path / "cache")
+    assert sorted(classic.queries) == [f"{c}-q{q}" for c in ("adi", "npl") for q in range(3)]
+    assert not any(d.startswith("cranfield") for d in classic.corpus)
+    assert {d for r in classic.qrels.values() for d in r} == {
+        f"{c}-d{q}" for c in ("adi", "npl") for q in range(3)
+    }
+    assert {"npl-d90", "adi-d92"} <= set(classic.corpus)  # negatives are in the corpus to be mined
+    again, _ = load_source("classic", settings, tmp_path / "cache")  # built once, read back the same
+    assert again.queries == classic.queries and again.qrels == classic.qrels
+    wiki_train, _ = load_source("twowiki", settings, tmp_path / "cache")
+    assert wiki_train.queries and all(query_split_of(q) == "train" for q in wiki_train.queries)
+    assert len(wiki_train.queries) < 24
+
+
+def test_rerank_domains_are_named_and_checked() -> None:
+    from services.common.errors import RampartError
+    from services.evaluation.rerank_domains import DOMAIN_NAMES, select_domains
+
+    assert [d.name for d in select_domains(None)] == list(DOMAIN_NAMES)
+    assert [d.name for d in select_domains("classic, scifact")] == ["scifact", "classic"]
+    with pytest.raises(RampartError, match="choose from"):
+        select_domains("scifact,msmarco")
+    classic = select_domains("classic")[0]
+    assert [p.name for p in classic.parts] == ["cranfield", "cisi", "cacm", "med"]
+    # every half a domain reports on is the one training never takes
+    for d in select_domains(None):
+        assert all(p.half in ("heldout", "all") for p in d.parts), d
+
+
+def test_each_fold_leaves_exactly_its_domain_out() -> None:
+    from services.evaluation.rerank_domains import DOMAIN_NAMES
+    from services.models.reranker_data import SOURCES
+    from services.models.reranker_lodo import DOMAIN_SOURCES, fold_sources
+
+    assert set(DOMAIN_SOURCES) == set(DOMAIN_NAMES) and set(DOMAIN_SOURCES.values()) == set(SOURCES)
+    for domain, source in DOMAIN_SOURCES.items():
+        assert sorted(fold_sources(domain)) == sorted(set(SOURCES) - {source})
+
+
 def test_a_cross_fitted_reranker_is_never_installed(tmp_path: Path, models_dir: Path) -> None:
     env = {
         "RAMPART_DATA_DIR": str(tmp_path / "state"),

@@ -28,14 +28,16 @@ class TestTritonReranker(RerankerContract):
     @pytest.fixture()
     def impl(self, triton_server: object) -> Iterator[Reranker]:
         remote = TritonReranker.connect(
-            TritonSettings(url=triton_server.grpc_url, deadline_ms=60_000, batch_size=16)  # type: ignore[attr-defined]
+            TritonSettings(
+                url=triton_server.grpc_url, key=triton_server.caller_key, deadline_ms=60_000, batch_size=16
+            )  # type: ignore[attr-defined]
         )
         yield remote
         remote.close()
 
 
 def test_implementations_agree(reranker: Reranker, triton_server: object) -> None:
-    remote = TritonReranker.connect(TritonSettings(url=triton_server.grpc_url))  # type: ignore[attr-defined]
+    remote = TritonReranker.connect(TritonSettings(url=triton_server.grpc_url, key=triton_server.caller_key))  # type: ignore[attr-defined]
     try:
         local = reranker.score("vpn setup", [*PASSAGES, "connect to the vpn with your sso account"])
         far = remote.score("vpn setup", [*PASSAGES, "connect to the vpn with your sso account"])
@@ -66,14 +68,62 @@ def test_triton_unreachable_is_unavailable_and_the_stage_degrades() -> None:
 
 
 def test_triton_version_pinning(triton_server: object) -> None:
-    url = triton_server.grpc_url  # type: ignore[attr-defined]
+    url, key = triton_server.grpc_url, triton_server.caller_key  # type: ignore[attr-defined]
     with pytest.raises(RampartError, match="version '2' is not ready"):
-        TritonReranker.connect(TritonSettings(url=url, model_version="2"))
+        TritonReranker.connect(TritonSettings(url=url, key=key, model_version="2"))
+
+
+def test_triton_serves_only_callers_with_its_key_but_health_to_all(triton_server: object) -> None:
+    """Started with a caller key (as the stack and the chart start it), Triton answers health to
+    anyone (the kubelet's probes), and everything else, on gRPC and on plaintext HTTP, only with the
+    key: a client without it, or with another, is refused at connect with the variable to set."""
+    import httpx
+    import tritonclient.grpc as grpcclient
+
+    from services.rerank.triton_key import GRPC_KEY_HEADER, KEY_HEADER
+
+    url, key = triton_server.grpc_url, triton_server.caller_key  # type: ignore[attr-defined]
+    http = f"http://127.0.0.1:{triton_server.http_port}"  # type: ignore[attr-defined]
+    for wrong in (None, "x" * 32):
+        with pytest.raises(RampartError) as refused:
+            TritonReranker.connect(TritonSettings(url=url, key=wrong, retries=0))
+        assert refused.value.code is ErrorCode.PERMISSION_DENIED, refused.value
+        assert "RAMPART_RERANK__TRITON__KEY" in refused.value.message and key not in refused.value.message
+    raw = grpcclient.InferenceServerClient(url)
+    try:
+        assert raw.is_server_live() and raw.is_server_ready()  # health: open
+        with pytest.raises(Exception, match="is restricted"):
+            raw.get_model_metadata("rampart_reranker")
+        with pytest.raises(Exception, match="is restricted"):  # Triton's own header name, the wrong key
+            raw.get_model_metadata("rampart_reranker", headers={GRPC_KEY_HEADER: "x" * 32})
+    finally:
+        raw.close()
+    assert httpx.get(f"{http}/v2/health/ready", timeout=10).status_code == 200
+    body = {
+        "inputs": [
+            {"name": "QUERY", "shape": [1, 1], "datatype": "BYTES", "data": ["vpn"]},
+            {"name": "PASSAGE", "shape": [1, 1], "datatype": "BYTES", "data": ["vpn setup"]},
+        ]
+    }
+    infer = f"{http}/v2/models/rampart_reranker/versions/1/infer"
+    for headers in ({}, {KEY_HEADER: "x" * 32}):
+        r = httpx.post(infer, json=body, headers=headers, timeout=30)
+        assert r.status_code == 403 and "restricted" in r.text, (headers.keys(), r.status_code)
+    assert httpx.get(f"{http}/v2/models/rampart_reranker", timeout=10).status_code == 403  # metadata
+    r = httpx.post(infer, json=body, headers={KEY_HEADER: key}, timeout=30)
+    assert r.status_code == 200 and len(r.json()["outputs"][0]["data"]) == 1, r.text
+    remote = TritonReranker.connect(TritonSettings(url=url, key=key))
+    try:
+        assert len(remote.score("vpn", ["vpn setup"])) == 1
+    finally:
+        remote.close()
 
 
 def test_triton_deadline_is_enforced(triton_server: object) -> None:
     remote = TritonReranker.connect(
-        TritonSettings(url=triton_server.grpc_url, deadline_ms=10, batch_size=64)  # type: ignore[attr-defined]
+        TritonSettings(
+            url=triton_server.grpc_url, key=triton_server.caller_key, deadline_ms=10, batch_size=64
+        )  # type: ignore[attr-defined]
     )
     try:
         with pytest.raises(RampartError) as info:

@@ -84,6 +84,21 @@ def test_deployment_options_use_fractional_cpus_and_autoscaling() -> None:
     assert p["max_constructor_retry_count"] == 3
 
 
+def test_autoscaling_delays_reach_serve_and_serve_accepts_the_config() -> None:
+    """The delays are Serve's defaults unless set; Ray's own AutoscalingConfig validates what we pass."""
+    from ray.serve.config import AutoscalingConfig
+
+    default = pipeline_options(RampartSettings())["autoscaling_config"]
+    assert (default["upscale_delay_s"], default["downscale_delay_s"]) == (30.0, 600.0)
+    quick = RampartSettings(
+        serve=ServeSettings(pipeline_max_replicas=2, upscale_delay_s=5, downscale_delay_s=45)
+    )
+    for options in (pipeline_options(quick), ingress_options(quick)):
+        parsed = AutoscalingConfig(**options["autoscaling_config"])
+        assert (parsed.upscale_delay_s, parsed.downscale_delay_s) == (5.0, 45.0)
+    assert AutoscalingConfig(**pipeline_options(quick)["autoscaling_config"]).max_replicas == 2
+
+
 def test_replica_bounds_are_checked() -> None:
     with pytest.raises(ValueError, match="ingress_min_replicas=3 exceeds"):
         ServeSettings(ingress_min_replicas=3, ingress_max_replicas=2)

@@ -127,11 +127,11 @@ def test_a_replica_port_past_65535_names_the_step(tmp_path: Path) -> None:
 def test_credentials_are_on_by_default_and_never_in_the_file(tmp_path: Path) -> None:
     s = settings(tmp_path)
     stack_secrets = StackSecrets.fresh(s, "tok")
-    assert stack_secrets.redis is not None and stack_secrets.ray_token
+    assert stack_secrets.redis is not None and stack_secrets.ray_token and stack_secrets.triton_key
     env = stack_env(s, stack_secrets)
     got = {p.name: p for p in programs(s)}
     text = render(list(got.values()), tmp_path / "stack", workdir=tmp_path)
-    passwords = [*stack_secrets.redis.passwords.values(), stack_secrets.ray_token]
+    passwords = [*stack_secrets.redis.passwords.values(), stack_secrets.ray_token, stack_secrets.triton_key]
     assert not any(p in text or p in repr(stack_secrets) for p in passwords)
     # Redis: ACL users, the default user off; each role's URL carries its own credentials
     assert "--aclfile" in got["redis"].argv
@@ -152,6 +152,23 @@ def test_credentials_are_on_by_default_and_never_in_the_file(tmp_path: Path) -> 
     assert "RAMPART_REMOTE__TLS__ENABLED" not in got["worker"].env | got["triton"].env
     # Ray: token auth from a file of the stack
     assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN_PATH"].endswith("ray-auth-token")
+    # Triton: the launcher requires the key and the reranker sends it, from the shared environment only
+    assert env["RAMPART_RERANK__TRITON__KEY"] == stack_secrets.triton_key
+    assert not any("TRITON__KEY" in arg for p in got.values() for arg in p.argv)
+
+
+def test_the_triton_key_is_the_users_when_given_and_absent_without_triton(tmp_path: Path) -> None:
+    given = "k" * 24
+    s = settings(tmp_path)
+    keyed = RampartSettings(
+        data_dir=tmp_path / "data", rerank={"triton": {"venv": s.rerank.triton.venv, "key": given}}
+    )  # type: ignore[arg-type]
+    assert StackSecrets.fresh(keyed, "t").triton_key == given
+    fresh = {StackSecrets.fresh(s, "t").triton_key for _ in range(2)}
+    assert len(fresh) == 2 and None not in fresh  # one per start
+    off = settings(tmp_path / "off", stack={"triton": False})
+    assert StackSecrets.fresh(off, "t").triton_key is None
+    assert "RAMPART_RERANK__TRITON__KEY" not in stack_env(off, StackSecrets.fresh(off, "t"))
 
 
 def test_credentials_can_be_turned_off(tmp_path: Path) -> None:

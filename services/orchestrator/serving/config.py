@@ -44,6 +44,15 @@ class ServeSettings(BaseModel):
     target_ongoing_requests: float = Field(
         default=2.0, gt=0.0, le=1000.0, description="Autoscaler's target of in-flight requests per replica"
     )
+    # Serve's own defaults: scale up after 30 s above target, down only after 10 min below it (a
+    # replica loads the models for ~20-60 s, so one that comes and goes with every burst costs more
+    # than it serves)
+    upscale_delay_s: float = Field(
+        default=30.0, ge=0.0, le=3600.0, description="Load above target this long before Serve adds a replica"
+    )
+    downscale_delay_s: float = Field(
+        default=600.0, ge=0.0, le=86_400.0, description="Load below target this long before Serve removes one"
+    )
     max_ongoing_requests: int = Field(
         default=8, ge=1, le=10_000, description="In-flight requests per replica before callers queue"
     )

@@ -191,4 +191,6 @@ def _autoscaling(low: int, high: int, settings: RampartSettings) -> dict[str, An
         "initial_replicas": low,
         "max_replicas": high,
         "target_ongoing_requests": settings.serve.target_ongoing_requests,
+        "upscale_delay_s": settings.serve.upscale_delay_s,
+        "downscale_delay_s": settings.serve.downscale_delay_s,
     }
