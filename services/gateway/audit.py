@@ -44,6 +44,8 @@ class AuditEvent:
     doc_ids: list[str] = field(default_factory=list)
     chunk_ids: list[str] = field(default_factory=list)
     withheld_doc_ids: list[str] = field(default_factory=list)
+    # ingest: the sources the documents were written under (a key without a namespace names them itself)
+    sources: list[str] = field(default_factory=list)
     query_sha256: str | None = None
     query: str | None = None
     answer: str | None = None

@@ -90,6 +90,7 @@ def documents_router(backends: GatewayBackends, access: Access, audit: AuditSink
         )
         done = event(request, c, "ingest", "ok", [d.id for d in docs])
         done.detail = f"indexed={response.indexed} unchanged={response.unchanged} failed={response.failed}"
+        done.sources = sorted({d.source for d in docs if d.source})
         audit.record(done)
         return response
 
@@ -145,6 +146,17 @@ def not_found(doc_id: str, tenant: str) -> RampartError:
     )
 
 
+def under_namespace(source: str, namespace: str) -> bool:
+    """Whether ``source`` lies under ``namespace`` at a boundary: the namespace itself, or below it past a
+    '/' (or right after its own ending '/', ':' or '#'). A bare prefix test would let the key of
+    ``https://wiki.acme.example`` write ``https://wiki.acme.example.evil/…``."""
+    if source == namespace:
+        return True
+    if namespace.endswith(("/", ":", "#")):
+        return source.startswith(namespace)
+    return source.startswith(namespace + "/")
+
+
 def stamp(d: DocumentIn, c: Caller) -> DocumentIn:
     """The document as the caller's key may write it: its tenant, the key's source namespace and trust."""
     who = c.principal
@@ -165,7 +177,7 @@ def stamp(d: DocumentIn, c: Caller) -> DocumentIn:
     if c.source is not None:
         if not source:
             source = c.source
-        elif not source.startswith(c.source):
+        elif not under_namespace(source, c.source):
             raise RampartError(
                 ErrorCode.PERMISSION_DENIED,
                 f"document {d.id!r} has source {source!r}, outside this key's source namespace "

@@ -357,6 +357,20 @@ def test_trust_and_source_come_from_the_key(runtime: Runtime, tmp_path: Path) ->
     assert (stored["w2"].source, stored["w2"].trust) == ("wiki://acme/", "untrusted")
 
 
+def test_a_source_namespace_holds_at_a_boundary() -> None:
+    """A namespace written without its final '/' still stops at the host or path segment's end."""
+    from services.gateway.routes_documents import under_namespace
+
+    ns = "https://wiki.acme.example"
+    assert under_namespace(ns, ns) and under_namespace(ns + "/pages/leave", ns)
+    assert not under_namespace("https://wiki.acme.example.evil/pages", ns)
+    assert not under_namespace("https://wiki.acme.examples/x", ns)
+    assert under_namespace("wiki://acme/pages", "wiki://acme/") and not under_namespace(
+        "wiki://acmex/p", "wiki://acme/"
+    )
+    assert under_namespace("mail:inbox/1", "mail:") and not under_namespace("mailbox:1", "mail")
+
+
 # ---- audit ---------------------------------------------------------------------------------------
 
 
@@ -368,14 +382,17 @@ def test_audit_log_records_who_read_what_without_text(runtime: Runtime, tmp_path
     audit = tmp_path / "audit" / "events.jsonl"
     quick = {"query": "salary bands L3", "rerank": {"enabled": False}}
     with TestClient(app_with(runtime, keys, audit=AuditSettings(path=audit))) as client:
-        client.post("/v1/documents", json={"documents": [HR_DOC, ALL_DOC]}, headers=auth(writer))
+        sourced = {**HR_DOC, "source": "hr://bands"}
+        client.post("/v1/documents", json={"documents": [sourced, ALL_DOC]}, headers=auth(writer))
         found = client.post("/v1/search", json=quick, headers=auth(writer)).json()
+        assert client.delete("/v1/documents/leave", headers=auth(writer)).status_code == 200
     assert oct(audit.stat().st_mode & 0o777) == "0o600"
     text = audit.read_text()
     assert "salary bands L3" not in text and "120k" not in text and writer not in text
-    ingest, search = (json.loads(line) for line in text.splitlines())
+    ingest, search, deleted = (json.loads(line) for line in text.splitlines())
     assert ingest["action"] == "ingest" and ingest["doc_ids"] == ["bands", "leave"]
-    assert ingest["detail"] == "indexed=2 unchanged=0 failed=0"
+    assert ingest["detail"] == "indexed=2 unchanged=0 failed=0" and ingest["sources"] == ["hr://bands"]
+    assert (deleted["action"], deleted["outcome"], deleted["doc_ids"]) == ("delete", "ok", ["leave"])
     assert ingest["credential"] == f"key:{wrec.id}" and ingest["client"] == "testclient"
     assert search["action"] == "search" and search["tenant"] == "acme" and search["user"] == "ops"
     assert search["doc_ids"] == list(dict.fromkeys(r["doc_id"] for r in found["results"]))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,28 @@ def test_principal_acl_tokens() -> None:
     assert WHO.acl_tokens() == ["g:*", "g:eng", "u:alice"]
     assert WHO.can("search") and not WHO.can("ingest")
     assert Principal(tenant="t", user="u", scopes=["admin"]).can("ingest")
+
+
+def test_an_expired_key_is_refused_and_names_its_replacement(tmp_path: Path) -> None:
+    """Expiry and rotation: a key past its ``not_after`` is refused; after a rotation the old key works
+    for the overlap only, then is refused naming the new one, which keeps working."""
+    store = ApiKeyStore(tmp_path / "keys.json")
+    who = Principal(tenant="acme", user="ci")
+    with pytest.raises(RampartError, match="in the past"):
+        store.create(who, not_after=time.time() - 1)  # refused at creation, naming the fix
+    lapsed, _ = store.create(who, not_after=time.time() + 0.2)
+    time.sleep(0.3)
+    with pytest.raises(RampartError) as err:
+        store.authenticate(lapsed)
+    assert err.value.code is ErrorCode.UNAUTHENTICATED and "expired" in err.value.message
+    old, rec = store.create(who, not_after=time.time() + 3600)
+    new, new_rec = store.rotate(rec.id, overlap_s=0.3)
+    assert store.authenticate(old)[0] == rec.id  # the overlap: both work
+    assert store.authenticate(new)[0] == new_rec.id
+    time.sleep(0.4)
+    with pytest.raises(RampartError) as err:
+        store.authenticate(old)
+    assert err.value.code is ErrorCode.UNAUTHENTICATED and new_rec.id in err.value.message
+    assert store.authenticate(new)[1] == who  # the replacement keeps the principal
+    with pytest.raises(RampartError, match="no active key"):
+        store.rotate(rec.id)  # an expired key cannot be rotated again

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from services.common.errors import ErrorCode, RampartError
@@ -61,3 +63,52 @@ def test_triton_serve_refuses_an_exposed_address_without_a_key_and_a_malformed_k
     )
     assert malformed.exit_code == 2 and "16-256 characters" in flat(malformed.output)
     assert secret not in malformed.output
+
+
+def test_the_launchers_command_binds_every_listener_and_restricts_with_the_key(tmp_path: Path) -> None:
+    """tritonserver's own flags: HTTP, gRPC and metrics on the launcher's address (metrics would follow
+    --http-address, or 0.0.0.0 without it), and the key's restrictions only when a key is given."""
+    from services.rerank.triton_server import TritonInstall, TritonServer
+
+    files = {name: tmp_path / name for name in ("python", "tritonserver", "lib.so", "utils.py", "stub")}
+    for f in files.values():
+        f.touch()
+    install = TritonInstall(
+        files["python"],
+        files["tritonserver"],
+        files["lib.so"],
+        files["utils.py"],
+        files["stub"],
+        tmp_path,
+        tmp_path,
+    )
+
+    def command(**extra: object) -> list[str]:
+        server = TritonServer(
+            venv=tmp_path,
+            repository=tmp_path,
+            work_dir=tmp_path / "w",
+            grpc_port=1,
+            http_port=2,
+            metrics_port=3,
+            **extra,  # type: ignore[arg-type]
+        )
+        return server.command(install)
+
+    plain = command(address="10.0.0.5")
+    for flag in ("--http-address", "--grpc-address", "--metrics-address"):
+        assert f"{flag}=10.0.0.5" in plain
+    assert not any("restricted" in a for a in plain)
+    keyed = command(caller_key="k" * 24)
+    assert "--metrics-address=127.0.0.1" in keyed and server_flags("k" * 24) == keyed[-2:]
+    assert "k" * 24 not in repr(
+        TritonServer(
+            venv=tmp_path,
+            repository=tmp_path,
+            work_dir=tmp_path,
+            grpc_port=1,
+            http_port=2,
+            metrics_port=3,
+            caller_key="k" * 24,
+        )
+    )
