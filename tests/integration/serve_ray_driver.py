@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -208,7 +209,12 @@ def main(work: Path, models_dir: Path, port: int, out: Path) -> None:
         report["info_after_refused"] = pipeline.info.remote().result(timeout_s=30)
         report["still_serving"] = http.post("/v1/search", json=good).status_code
 
-    # 3. clean shutdown: nothing Ray started may outlive it
+    # 3. Ray's token auth, from outside: a driver without the token, or with another, is refused
+    import ray
+
+    report["ray_clients"] = ray_clients(ray.get_runtime_context().gcs_address)
+
+    # 4. clean shutdown: nothing Ray started may outlive it
     ray_procs = descendants(os.getpid())
     report["ray_processes_while_running"] = len(ray_procs)
     serve_app.shutdown()
@@ -217,6 +223,37 @@ def main(work: Path, models_dir: Path, port: int, out: Path) -> None:
         time.sleep(0.2)
     report["left_after_shutdown"] = sorted(left)
     out.write_text(json.dumps(report, default=str))
+
+
+def ray_clients(gcs: str) -> dict[str, bool]:
+    """Whether a driver joins the cluster at ``gcs`` with no token, a wrong one and the cluster's own
+    (run side by side: a refused driver gives up after ~20 s of retries)."""
+    code = f"import ray; ray.init(address={gcs!r}); print('JOINED')"
+    own = {k: v for k, v in os.environ.items() if k.startswith("RAY_AUTH")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    tries = {
+        "no_token": {"RAY_AUTH_MODE": "disabled"},
+        "wrong_token": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64},
+        "own_token": own,
+    }
+    procs = {
+        name: subprocess.Popen(  # this interpreter, a fixed snippet
+            [sys.executable, "-c", code],
+            env={**base, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, env in tries.items()
+    }
+    joined = {}
+    for name, proc in procs.items():
+        try:
+            stdout, _ = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, _ = proc.communicate()
+        joined[name] = b"JOINED" in stdout
+    return joined
 
 
 if __name__ == "__main__":

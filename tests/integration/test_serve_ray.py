@@ -155,6 +155,12 @@ def test_serve_bad_input_is_4xx_with_reason(driven: dict[str, Any]) -> None:
     assert bad["handle_unwrap_code"] == "invalid_argument"
 
 
+def test_ray_refuses_drivers_without_the_clusters_token(driven: dict[str, Any]) -> None:
+    """Token auth on (the default): a driver with no token or another one cannot join the cluster the
+    orchestrator started; one with its token can (so the refusals are the token's doing)."""
+    assert driven["ray_clients"] == {"no_token": False, "wrong_token": False, "own_token": True}
+
+
 def test_serve_shutdown_leaves_no_ray_process(driven: dict[str, Any]) -> None:
     assert driven["ray_processes_while_running"] >= 3  # gcs, raylet, workers: the check can fail
     assert driven["left_after_shutdown"] == []
