@@ -19,12 +19,16 @@ from collections.abc import Callable
 from services.common.errors import RampartError
 from services.common.subjects import lead_name, subject_context, subject_words
 from services.common.titles import clean_title, common_name, mentioned_names, name_key, names, spelled
+from services.common.types import Chunk
 from services.common.words import terms, words
 from services.factcheck.config import FactCheckSettings
+from services.factcheck.detectors.altered_copy import altered_copy
 from services.factcheck.detectors.claims import claim_conflict, extract_claims
 from services.factcheck.detectors.framing import detect_framing
 from services.factcheck.detectors.injection import detect_injection
+from services.factcheck.detectors.planted_claim import planted_claim
 from services.factcheck.detectors.query_copy import detect_query_copy
+from services.factcheck.detectors.source_trust import detect_untrusted
 from services.factcheck.detectors.stuffing import detect_stuffing
 from services.factcheck.evidence import CheckInput, bounded_text, detect
 from services.ingest.chunk_header import DocTermStats, build_header, salient_terms
@@ -33,6 +37,7 @@ from services.ingest.sentences import split_sentence_blocks
 from services.orchestrator.conversation.entities import mentions
 from services.orchestrator.conversation.rewrite import ellipsis
 from services.orchestrator.routing.features import cheap_features
+from services.retrieval.copy_overlap import copy_edit
 
 PUMP_CHARS = 20_000
 # No detector budget: coverage instrumentation slows the detectors several times, and a slow input is
@@ -109,6 +114,40 @@ def _evidence(text: str) -> None:
     detect(query, item, passage, _SETTINGS)
 
 
+def _altered_copy(text: str) -> None:
+    """The search's diff of a result against an older near-copy (the text with one span changed, so it
+    shares most words), then the detector reading that diff, as an altered-copy check runs them."""
+    third = len(text) // 3
+    older = Chunk(chunk_id="a", doc_id="a", tenant="t", ordinal=0, title=text[:30], text=text)
+    changed = text[:third] + text[third : 2 * third][::-1] + text[2 * third :]
+    own = Chunk(chunk_id="b", doc_id="b", tenant="t", ordinal=0, title=text[:30], text=changed)
+    edit = copy_edit(own, older)
+    altered_copy([edit] if edit else None, terms(text[:200]))
+
+
+def _planted_claim(text: str) -> None:
+    """The planted-claim test over a passage and a group cut from the same text (its terms shared)."""
+    parts = [text[i::4] for i in range(4)]
+    group = [(0.9, frozenset(terms(p)), len(words(p))) for p in parts[1:]]
+    seen = {w: i % 3 for i, w in enumerate(terms(text[:500]))}
+    planted_claim(
+        frozenset(terms(text[:100])),
+        parts[0],
+        frozenset(terms(parts[0])),
+        group,
+        min_group=2,
+        length_ratio=2.0,
+        min_share=0.5,
+        seen=seen,
+        max_words=8,
+    )
+
+
+def _source_trust(text: str) -> None:
+    """Operator globs against a source the writer chose (a glob is fnmatch: linear with one '*')."""
+    detect_untrusted(text[:2000], {"trust": text[:10]}, ["https://wiki.*/*", "*" + text[:20] + "*", "mail:*"])
+
+
 def _header(text: str) -> None:
     stats = DocTermStats.from_text(text)
     build_header(text[:100], [text[:50]], salient_terms(text, 5, doc_stats=stats))
@@ -127,6 +166,70 @@ def _parse_as(content_type: str) -> Callable[[str], None]:
             parse_text(text, content_type)
 
     parse.__name__ = f"parse_{content_type.split('/')[1]}"
+    return parse
+
+
+def docx_of(data: bytes) -> bytes:
+    """A DOCX whose one paragraph is the fuzzer's bytes, unescaped: the XML parser meets them as they
+    are (broken markup included), inside a container that is otherwise valid."""
+    import io
+    import zipfile
+
+    ns = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    body = (
+        b'<w:document xmlns:w="'
+        + ns.encode()
+        + b'"><w:body><w:p><w:r><w:t>'
+        + data
+        + b"</w:t></w:r></w:p></w:body></w:document>"
+    )
+    types = (
+        b'<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+        b'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+        b'<Default Extension="xml" ContentType="application/xml"/>'
+        b'<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+        b'wordprocessingml.document.main+xml"/></Types>'
+    )
+    rels = (
+        b'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+        b'<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+        b'officeDocument" Target="word/document.xml"/></Relationships>'
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("[Content_Types].xml", types)
+        z.writestr("_rels/.rels", rels)
+        z.writestr("word/document.xml", body)
+    return buf.getvalue()
+
+
+def pdf_of(data: bytes) -> bytes:
+    """A one-page PDF whose content stream shows the fuzzer's bytes as a string (and runs them as
+    operators where they break out of it)."""
+    stream = b"BT /F1 12 Tf 72 720 Td (" + data + b") Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += str(i).encode() + b" 0 obj\n" + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 6\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    return out + b"trailer\n<< /Size 6 /Root 1 0 R >>\nstartxref\n" + str(xref).encode() + b"\n%%EOF\n"
+
+
+def _parse_container(content_type: str, wrap: Callable[[bytes], bytes]) -> Callable[[bytes], None]:
+    def parse(data: bytes) -> None:
+        for payload in (data, pumped(text_of(data)).encode()):
+            with contextlib.suppress(RampartError):  # a clear refusal is a correct answer to junk
+                parse_bytes(wrap(payload), filename="upload", content_type=content_type)
+
     return parse
 
 
@@ -150,12 +253,19 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "claims": _both(_claims),
     "query_detectors": _both(_query_detectors),
     "evidence": _both(_evidence),
+    "altered_copy": _both(_altered_copy),
+    "planted_claim": _both(_planted_claim),
+    "source_trust": _both(_source_trust),
     "chunk_header": _both(_header),
     "query_side": _both(_query_side),
     "parse_markdown": _both(_parse_as("text/markdown")),
     "parse_html": _both(_parse_as("text/html")),
     "parse_plain": _both(_parse_as("text/plain")),
     "parse_upload": _parse_upload,
+    "parse_docx": _parse_container(
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document", docx_of
+    ),
+    "parse_pdf": _parse_container("application/pdf", pdf_of),
 }
 
 # Starting inputs: ordinary text of each kind and the shapes that were slow before (issue 36).
