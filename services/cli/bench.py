@@ -473,6 +473,13 @@ def bench_faults(
         float, typer.Option(min=1.0, help="Longest wait for a killed program to serve undegraded (s)")
     ] = 180.0,
     users: Annotated[int, typer.Option(min=1, help="Concurrent locust users (search + answer)")] = 2,
+    stage_deadlines: Annotated[
+        bool,
+        typer.Option(
+            help="Triton and fact-check deadlines of 15 s for the run (a busy machine); --no-stage-deadlines: "
+            "the settings' own (2 s, 3 s), as deployed"
+        ),
+    ] = True,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here")] = None,
 ) -> None:
     """SIGKILL each program of the stack in turn under locust load and an ingest loop: per kill, the
@@ -490,6 +497,7 @@ def bench_faults(
         users=users,
         spawn_rate=float(users),
         programs=tuple(split_csv(programs)) or None,
+        stage_deadlines=stage_deadlines,
     )
     record, corpus = _on_a_private_stack(
         data_dir, docs, split, lambda c, s: run_fault_bench(c, s, options, started=console.print)

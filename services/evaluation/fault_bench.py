@@ -76,6 +76,9 @@ class FaultOptions:
     ingest_batch: int = 2
     programs: tuple[str, ...] | None = None
     """Programs to kill, in order; None: every program of the plan."""
+    stage_deadlines: bool = True
+    """True: :data:`DEADLINES` for the run; False: the settings' own (Triton 2 s, fact-check 3 s), what a
+    deployment runs with, on a machine quiet enough for them."""
 
 
 # ---- accounting (pure: the unit tests feed it synthetic records) -----------------------------------
@@ -403,9 +406,10 @@ def private_stack(
     *,
     prefix: str,
     extra_env: Mapping[str, str] | None = None,
+    deadlines: Mapping[str, str] = DEADLINES,
 ) -> Iterator[tuple[Target, Any, RampartSettings, Path, dict[str, Any]]]:
     """The stack of ``rampart bench stack`` for a bench that disturbs it: settings from the environment
-    plus :func:`~stack_bench.bench_env`, :data:`DEADLINES` and ``extra_env`` (of ``settings`` only
+    plus :func:`~stack_bench.bench_env`, ``deadlines`` (:data:`DEADLINES`) and ``extra_env`` (of ``settings`` only
     ``models_dir`` is used), in a ``/tmp/<prefix>*`` folder kept for its logs when the bench fails.
     Yields the gateway, the supervisor, the stack's settings, the folder and the record so far
     (start-up time)."""
@@ -418,7 +422,7 @@ def private_stack(
     finished = False
     try:
         (work / "ray").mkdir()
-        env = {**bench_env(work, settings.models_dir, free_port), **DEADLINES, **(extra_env or {})}
+        env = {**bench_env(work, settings.models_dir, free_port), **deadlines, **(extra_env or {})}
         with environ(env):
             stack_settings = RampartSettings()
         say("starting the stack …")
@@ -442,7 +446,14 @@ def run_fault_bench(
     """Start the stack (:func:`private_stack`), ingest ``corpus``, put it under load and kill each
     program in turn; the windows, totals and the acknowledged-document reconciliation."""
     say = started or (lambda _msg: None)
-    with private_stack(corpus, settings, say, prefix="rfb-") as (target, sup, stack_settings, work, record):
+    deadlines = DEADLINES if options.stage_deadlines else {}
+    with private_stack(corpus, settings, say, prefix="rfb-", deadlines=deadlines) as (
+        target,
+        sup,
+        stack_settings,
+        work,
+        record,
+    ):
         names = list(options.programs or stack_programs(stack_settings))
         unknown = sorted(set(names) - {s.name for s in sup.states()})
         if unknown:
@@ -458,7 +469,9 @@ def run_fault_bench(
         endpoints=["search", "answer"],
         ingest_every_s=options.ingest_interval_s,
         ingest_batch=options.ingest_batch,
-        deadlines_ms={k.removeprefix("RAMPART_"): int(v) for k, v in DEADLINES.items()},
+        deadlines_ms={
+            k.removeprefix("RAMPART_"): int(deadlines[k]) if k in deadlines else "default" for k in DEADLINES
+        },
     )
     return record
 
