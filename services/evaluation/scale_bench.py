@@ -39,6 +39,7 @@ from services.evaluation.stack_bench import (
     _post,
     _running_stack,
     bench_env,
+    bench_folder,
     bench_principal,
     run_locust,
     take_queries,
@@ -303,11 +304,25 @@ def run_autoscale_bench(
     """One private stack (the index behind the retrieval service, which every pipeline replica shares)
     with Serve autoscaling the pipeline from ``plan.low`` to ``plan.high``; quiet, the locust run, quiet;
     returns the replica count over time with :func:`autoscale_summary` and the locust figures."""
-    from services.common.net import free_port
-
     say = started or (lambda _msg: None)
     queries = take_queries(corpus.queries, max(options.queries, 1) + options.warmup)
-    work = Path(tempfile.mkdtemp(prefix="ras-", dir="/tmp"))  # short: unix socket paths
+    with bench_folder("ras-", say) as work:
+        return _autoscale(corpus, settings, options, plan, queries, work, progress, say)
+
+
+def _autoscale(
+    corpus: BenchCorpus,
+    settings: RampartSettings,
+    options: BenchOptions,
+    plan: AutoscalePlan,
+    queries: list[str],
+    work: Path,
+    progress: Progress | None,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """:func:`run_autoscale_bench` in its folder ``work``."""
+    from services.common.net import free_port
+
     (work / "ray").mkdir()
     env = {
         **bench_env(work, settings.models_dir, free_port),
@@ -325,30 +340,22 @@ def run_autoscale_bench(
         "seconds": options.locust_seconds,
         "cpus": os.cpu_count(),
     }
-    finished = False
-    try:
-        say(f"starting the stack, pipeline autoscaled {plan.low}-{plan.high} …")
-        with _running_stack(env, bench_principal(corpus.documents), work, record) as stack:
-            with _client(stack.url, stack.key) as client:
-                record["ingest_s"] = _ingest(client, corpus.documents, "stack", progress)
-                for q in queries[: options.warmup]:
-                    _post(client, "/v1/search", {"query": q, "top_k": options.top_k}, "stack")
-            with ReplicaSampler(plan.sample_every_s) as sampler:
-                say(f"quiet for {plan.idle_s:.0f} s …")
-                time.sleep(plan.idle_s)
-                load_start = sampler.now()
-                say(f"locust: {options.locust_users} users for {options.locust_seconds} s …")
-                record["locust"] = run_locust(stack.url, stack.key, queries, options, work / "locust")
-                load_end = sampler.now()
-                say(f"quiet for {plan.cool_s:.0f} s …")
-                time.sleep(plan.cool_s)
-            record["samples"] = sampler.samples
-            record["load"] = {"start_s": load_start, "end_s": load_end}
-            record["summary"] = autoscale_summary(sampler.samples, load_start, load_end, plan.low, plan.high)
-        finished = True
-    finally:
-        if finished:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            say(f"kept {work} for its logs (stack/logs/<program>.log); remove it when done")
+    say(f"starting the stack, pipeline autoscaled {plan.low}-{plan.high} …")
+    with _running_stack(env, bench_principal(corpus.documents), work, record) as stack:
+        with _client(stack.url, stack.key) as client:
+            record["ingest_s"] = _ingest(client, corpus.documents, "stack", progress)
+            for q in queries[: options.warmup]:
+                _post(client, "/v1/search", {"query": q, "top_k": options.top_k}, "stack")
+        with ReplicaSampler(plan.sample_every_s) as sampler:
+            say(f"quiet for {plan.idle_s:.0f} s …")
+            time.sleep(plan.idle_s)
+            load_start = sampler.now()
+            say(f"locust: {options.locust_users} users for {options.locust_seconds} s …")
+            record["locust"] = run_locust(stack.url, stack.key, queries, options, work / "locust")
+            load_end = sampler.now()
+            say(f"quiet for {plan.cool_s:.0f} s …")
+            time.sleep(plan.cool_s)
+        record["samples"] = sampler.samples
+        record["load"] = {"start_s": load_start, "end_s": load_end}
+        record["summary"] = autoscale_summary(sampler.samples, load_start, load_end, plan.low, plan.high)
     return record

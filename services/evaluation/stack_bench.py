@@ -301,6 +301,21 @@ def bench_env(work: Path, models_dir: Path, port: Callable[[], int]) -> dict[str
 
 
 @contextlib.contextmanager
+def bench_folder(
+    prefix: str, say: Callable[[str], None], logs: str = "stack/logs/<program>.log"
+) -> Iterator[Path]:
+    """A short ``/tmp/<prefix>*`` folder for a bench's stack (unix socket paths stay under 108 bytes):
+    removed when the bench finishes, kept and named for its ``logs`` when it fails."""
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        yield work
+    except BaseException:
+        say(f"kept {work} for its logs ({logs}); remove it when done")
+        raise
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def environ(overrides: Mapping[str, str]) -> Iterator[None]:
     """Set variables for the duration (the stack's programs inherit them), then restore the old ones."""
     saved = {k: os.environ.get(k) for k in overrides}

@@ -82,3 +82,22 @@ def test_what_is_not_as_asked() -> None:
     assert autoscale_summary(bounce, 20, 80, 1, 2)["back_to_floor_after_s"] == 50
     short_of_ceiling = [(0, 1), (30, 2), (80, 2), (120, 1)]
     assert autoscale_summary(short_of_ceiling, 20, 80, 1, 3)["as_asked"] is False
+
+
+def test_a_bench_folder_is_removed_when_done_and_kept_named_when_it_fails() -> None:
+    import pytest
+
+    from services.evaluation.stack_bench import bench_folder
+
+    said: list[str] = []
+    with bench_folder("rtest-", said.append) as work:
+        (work / "f").write_text("x")
+    assert not work.exists() and said == []
+    with pytest.raises(RuntimeError), bench_folder("rtest-", said.append) as kept:
+        raise RuntimeError("the bench failed")
+    try:
+        assert kept.is_dir() and said == [
+            f"kept {kept} for its logs (stack/logs/<program>.log); remove it when done"
+        ]
+    finally:
+        kept.rmdir()
