@@ -89,7 +89,12 @@ def test_dependent_variables_are_resolved_and_probes_dropped() -> None:
 def test_secrets_take_the_shape_podman_reads() -> None:
     a = adapted()
     redis = {f"rampart-redis-{role}" for role in ("gateway", "orchestrator", "worker", "probe")}
-    assert set(a.env_secrets) == {"rampart-internal-token", "rampart-ray-token", "rampart-key-pepper"} | redis
+    tokens = {"rampart-internal-token", "rampart-ray-token", "rampart-key-pepper", "rampart-triton-key"}
+    assert set(a.env_secrets) == tokens | redis
+    # Triton's restricted-API flags carry the key the orchestrator sends, resolved as the kubelet would
+    key = a.env_secrets["rampart-triton-key"]["key"]
+    triton_args = containers(a.bundle("rampart-triton"))[0]["args"]
+    assert sum(arg.endswith(f"x-rampart-triton-key={key}") for arg in triton_args) == 2
     tls = {f"rampart-{c}-tls" for c in ("gateway", "orchestrator", "retrieval", "ingest", "triton")}
     assert set(a.volume_secrets) == {"rampart-api-keys", "rampart-redis-acl"} | tls
     # the same values the chart generated, not new ones
