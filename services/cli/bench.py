@@ -805,15 +805,13 @@ def bench_autoscale(
     Run it in a loopback-only network namespace (Ray binds every interface):
     ``python -m tests.e2e.isolated rampart bench autoscale``.
     """
-    from services.evaluation.factcheck_bench import sigterm_as_interrupt
     from services.evaluation.scale_bench import AutoscalePlan, run_autoscale_bench
-    from services.evaluation.stack_bench import BenchOptions, bench_corpus
+    from services.evaluation.stack_bench import BenchOptions
 
     if high <= low:
         raise typer.BadParameter(
             f"--high {high} must exceed --low {low}: there is nothing to scale otherwise"
         )
-    settings = load_settings()
     plan = AutoscalePlan(
         low=low,
         high=high,
@@ -829,19 +827,9 @@ def bench_autoscale(
         locust_users=locust_users,
         locust_spawn_rate=float(locust_users),
     )
-    try:
-        corpus = bench_corpus(resolve_dataset(data_dir, settings), docs, split)
-        with sigterm_as_interrupt(), progress_bar() as bar:
-            record = run_autoscale_bench(
-                corpus,
-                settings,
-                options,
-                plan,
-                progress=task_updater(bar),
-                started=lambda m: console.print(m),
-            )
-    except RampartError as exc:
-        raise fail(exc) from exc
+    record, _ = _on_a_private_stack(
+        data_dir, docs, split, lambda c, s: run_autoscale_bench(c, s, options, plan, started=console.print)
+    )
     _print_autoscale(record)
     if json_out:
         write_json_report(json_out, {"command": invocation(ctx), **record})

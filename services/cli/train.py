@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -206,7 +206,7 @@ def train_reranker_lodo_cmd(
         with progress_bar() as bar:
             updater = task_updater(bar)
 
-            def harness(reranker: Any) -> Harness:
+            def harness(reranker: Reranker | None) -> Harness:
                 return Harness(
                     settings=settings,
                     data_root=settings.eval_data_dir,

@@ -16,6 +16,7 @@ it for free after the first call.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping
@@ -412,3 +413,25 @@ def resolve_dataset(path: Path, settings: RampartSettings) -> Path:
         if not (c / "corpus.jsonl").exists() and (c / "beir" / "corpus.jsonl").exists():
             return c / "beir"
     return candidates[0]
+
+
+def write_beir(
+    out: Path,
+    corpus: Mapping[str, Mapping[str, str]],
+    queries: list[dict[str, str]],
+    qrels: list[tuple[str, str]],
+    split: str,
+) -> None:
+    """Write a BEIR folder (corpus, queries, ``qrels/<split>.tsv`` with grade 1 each); the qrels file
+    goes last, through a rename, so its presence says the folder is complete."""
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    # json's spacing, not orjson's: the bytes decide the corpus hash, hence every cached index of it
+    (out / "corpus.jsonl").write_text(
+        "".join(json.dumps(d) + "\n" for d in corpus.values()), encoding="utf-8"
+    )
+    (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    tmp = out / "qrels" / f"{split}.tsv.tmp"
+    tmp.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels), encoding="utf-8"
+    )
+    tmp.replace(out / "qrels" / f"{split}.tsv")

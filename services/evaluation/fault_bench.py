@@ -22,10 +22,8 @@ import contextlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -414,13 +412,11 @@ def private_stack(
     Yields the gateway, the supervisor, the stack's settings, the folder and the record so far
     (start-up time)."""
     from services.common.net import free_port
-    from services.evaluation.stack_bench import environ
+    from services.evaluation.stack_bench import bench_folder, environ
     from services.stack.control import Supervisor
 
-    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # short: unix socket paths < 108 bytes
     record: dict[str, Any] = {"corpus": corpus.name, "docs": len(corpus.documents)}
-    finished = False
-    try:
+    with bench_folder(prefix, say, logs="stack/logs/<program>.log, locust/") as work:
         (work / "ray").mkdir()
         env = {**bench_env(work, settings.models_dir, free_port), **deadlines, **(extra_env or {})}
         with environ(env):
@@ -428,12 +424,6 @@ def private_stack(
         say("starting the stack …")
         with _running_stack(env, bench_principal(corpus.documents), work, record) as target:
             yield target, Supervisor(stack_settings.stack_dir().resolve()), stack_settings, work, record
-        finished = True
-    finally:
-        if finished:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            say(f"kept {work} for its logs (stack/logs/<program>.log, locust/); remove it when done")
 
 
 def run_fault_bench(

@@ -49,7 +49,9 @@ class Part:
 
     @property
     def name(self) -> str:
-        return self.source.split("/")[-1] if self.source.startswith("classic") else self.source.split("/")[0]
+        """The collection's folder (``classic_ir_beir/cisi`` → ``cisi``, ``hotpotqa_dev500/beir`` →
+        ``hotpotqa_dev500``)."""
+        return [p for p in self.source.split("/") if p != "beir"][-1]
 
 
 @dataclass(frozen=True)

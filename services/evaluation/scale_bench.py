@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -126,7 +124,6 @@ def run_scale_bench(
     say = started or (lambda _msg: None)
     queries = take_queries(corpus.queries, max(options.queries, 1) + options.warmup)
     principal = bench_principal(corpus.documents)
-    work = Path(tempfile.mkdtemp(prefix="rsc-", dir="/tmp"))  # short: unix socket paths
     prefix = f"scale-{uuid.uuid4().hex[:8]}"
     record: dict[str, Any] = {
         "corpus": corpus.name,
@@ -137,51 +134,46 @@ def run_scale_bench(
         "cpus": os.cpu_count(),
     }
     runs: list[dict[str, Any]] = []
-    finished = False
-    try:
-        with opensearch_node(settings, work, say) as (url, jvm):
-            for i, n in enumerate(pipeline_replicas):
-                sub = work / f"p{n}-{i}"
-                (sub / "ray").mkdir(parents=True)
-                from services.common.net import free_port
+    with (
+        bench_folder("rsc-", say, logs="p<N>-<i>/stack/logs/<program>.log") as work,
+        opensearch_node(settings, work, say) as (url, jvm),
+    ):
+        for i, n in enumerate(pipeline_replicas):
+            sub = work / f"p{n}-{i}"
+            (sub / "ray").mkdir(parents=True)
+            from services.common.net import free_port
 
-                env = {
-                    **bench_env(sub, settings.models_dir, free_port),
-                    "RAMPART_INDEX__BACKEND": "opensearch",
-                    "RAMPART_OPENSEARCH__URL": url,
-                    "RAMPART_OPENSEARCH__INDEX_PREFIX": prefix,
-                    "RAMPART_STACK__REPLICAS": str(service_replicas),
-                    "RAMPART_STACK__REPLICA_PORT_STEP": "7",
-                    "RAMPART_SERVE__PIPELINE_MIN_REPLICAS": str(n),
-                    "RAMPART_SERVE__PIPELINE_MAX_REPLICAS": str(n),
-                }
-                run: dict[str, Any] = {"pipeline_replicas": n}
-                say(f"starting the stack with {n} pipeline replica(s) …")
-                with _running_stack(env, principal, sub, run) as stack:
-                    with _client(stack.url, stack.key) as client:
-                        if i == 0:  # one index for every run: the later ones find it filled
-                            run["ingest_s"] = _ingest(client, corpus.documents, "stack", progress)
-                        for q in queries[: options.warmup]:
-                            _post(client, "/v1/search", {"query": q, "top_k": options.top_k}, "stack")
-                    say(f"locust: {options.locust_users} users for {options.locust_seconds} s …")
-                    roots = {p.name: p.pid for p in stack_programs(sub) if p.pid > 0}
-                    if jvm is not None:
-                        roots["opensearch"] = jvm
-                    before = cpu_seconds(roots)
-                    run["locust"] = run_locust(stack.url, stack.key, queries, options, sub / "locust")
-                    after = cpu_seconds(roots)
-                    used = {k: round(after[k] - before.get(k, 0.0), 2) for k in after}
-                    run["cpu_s"] = used
-                    done = run["locust"]["requests"]
-                    # CPU seconds the whole stack spent per request: what sizes a deployment (module doc)
-                    run["cpu_s_per_request"] = round(sum(used.values()) / done, 3) if done else None
-                runs.append(run)
-        finished = True
-    finally:
-        if finished:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            say(f"kept {work} for its logs (p<N>-<i>/stack/logs/<program>.log); remove it when done")
+            env = {
+                **bench_env(sub, settings.models_dir, free_port),
+                "RAMPART_INDEX__BACKEND": "opensearch",
+                "RAMPART_OPENSEARCH__URL": url,
+                "RAMPART_OPENSEARCH__INDEX_PREFIX": prefix,
+                "RAMPART_STACK__REPLICAS": str(service_replicas),
+                "RAMPART_STACK__REPLICA_PORT_STEP": "7",
+                "RAMPART_SERVE__PIPELINE_MIN_REPLICAS": str(n),
+                "RAMPART_SERVE__PIPELINE_MAX_REPLICAS": str(n),
+            }
+            run: dict[str, Any] = {"pipeline_replicas": n}
+            say(f"starting the stack with {n} pipeline replica(s) …")
+            with _running_stack(env, principal, sub, run) as stack:
+                with _client(stack.url, stack.key) as client:
+                    if i == 0:  # one index for every run: the later ones find it filled
+                        run["ingest_s"] = _ingest(client, corpus.documents, "stack", progress)
+                    for q in queries[: options.warmup]:
+                        _post(client, "/v1/search", {"query": q, "top_k": options.top_k}, "stack")
+                say(f"locust: {options.locust_users} users for {options.locust_seconds} s …")
+                roots = {p.name: p.pid for p in stack_programs(sub) if p.pid > 0}
+                if jvm is not None:
+                    roots["opensearch"] = jvm
+                before = cpu_seconds(roots)
+                run["locust"] = run_locust(stack.url, stack.key, queries, options, sub / "locust")
+                after = cpu_seconds(roots)
+                used = {k: round(after[k] - before.get(k, 0.0), 2) for k in after}
+                run["cpu_s"] = used
+                done = run["locust"]["requests"]
+                # CPU seconds the whole stack spent per request: what sizes a deployment (module doc)
+                run["cpu_s_per_request"] = round(sum(used.values()) / done, 3) if done else None
+            runs.append(run)
     record["runs"] = runs
     return record
 

@@ -363,13 +363,10 @@ def run_stack_bench(
     say = started or (lambda _msg: None)
     queries = take_queries(corpus.queries, options.queries + options.warmup)
     principal = bench_principal(corpus.documents)
-    # short: supervisord's and Ray's unix socket paths must stay under 108 bytes
-    work = Path(tempfile.mkdtemp(prefix="rsb-", dir="/tmp"))
     record: dict[str, Any] = {"corpus": corpus.name, "docs": len(corpus.documents), "interleaved": interleave}
     rows: list[dict[str, Any]] = []
     locust: dict[str, Any] | None = None
-    finished = False
-    try:
+    with bench_folder("rsb-", say) as work:
         (work / "ray").mkdir()
         env = bench_env(work, settings.models_dir, free_port)
         embedded_env = {**env, "RAMPART_DATA_DIR": str(work / "embedded-data")}
@@ -387,12 +384,6 @@ def run_stack_bench(
             say("stack stopped; opening the embedded gateway …")
             with _running_embedded(embedded_env, principal) as embedded:
                 rows += _measure([embedded], corpus, queries, options, record, progress)
-        finished = True
-    finally:
-        if finished:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            say(f"kept {work} for its logs (stack/logs/<program>.log); remove it when done")
     record.update(
         queries=options.queries,
         warmup=options.warmup,

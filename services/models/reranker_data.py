@@ -45,7 +45,7 @@ from pathlib import Path
 from services.common.errors import ErrorCode, RampartError
 from services.common.settings import RampartSettings
 from services.common.types import FusionMethod, ScoredChunk
-from services.evaluation.beir import BeirDataset, load_beir
+from services.evaluation.beir import BeirDataset, load_beir, write_beir
 from services.evaluation.runner import EVAL_PRINCIPAL, eval_runtime, index_cache_key
 from services.evaluation.splits import QuerySplit, select_queries
 from services.orchestrator.runtime import Variant
@@ -114,15 +114,7 @@ def nq_as_beir(data_dir: Path, cache_dir: Path) -> tuple[BeirDataset, dict[str, 
             qrels.append((qid, doc_id))
             answers[qid] = [str(a) for a in row.get("answers", [])]
     if not (out / "qrels" / "train.tsv").is_file():
-        (out / "qrels").mkdir(parents=True, exist_ok=True)
-        tmp = out / "corpus.jsonl.tmp"
-        tmp.write_text("".join(json.dumps(d) + "\n" for d in corpus.values()), encoding="utf-8")
-        tmp.replace(out / "corpus.jsonl")
-        (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
-        tsv = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels)
-        tmp = out / "qrels" / "train.tsv.tmp"
-        tmp.write_text(tsv, encoding="utf-8")
-        tmp.replace(out / "qrels" / "train.tsv")
+        write_beir(out, corpus, queries, qrels, "train")
     return load_beir(out, "train", name="nq_open_oracle"), answers
 
 
@@ -145,15 +137,7 @@ def classic_as_beir(data_dir: Path, cache_dir: Path) -> BeirDataset:
             for doc in [*row["pos"], *row["neg"]]:
                 corpus.setdefault(doc["id"], {"_id": doc["id"], "title": doc["title"], "text": doc["text"]})
             qrels += [(row["query_id"], doc["id"]) for doc in row["pos"]]
-        (out / "qrels").mkdir(parents=True, exist_ok=True)
-        (out / "corpus.jsonl").write_text(
-            "".join(json.dumps(d) + "\n" for d in corpus.values()), encoding="utf-8"
-        )
-        (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
-        tsv = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in qrels)
-        tmp = out / "qrels" / "train.tsv.tmp"  # last: its presence says the folder is complete
-        tmp.write_text(tsv, encoding="utf-8")
-        tmp.replace(out / "qrels" / "train.tsv")
+        write_beir(out, corpus, queries, qrels, "train")
     return load_beir(out, "train", name="classic_ir")
 
 

@@ -19,7 +19,7 @@ from services.evaluation.general import Harness
 from services.evaluation.rerank_domains import DOMAIN_NAMES, domain_row, select_domains
 from services.models.reranker_pipeline import train_reranker
 from services.models.reranker_train import TrainConfig
-from services.rerank.onnx_reranker import OnnxReranker
+from services.rerank.reranker import Reranker, build_reranker
 from services.retrieval.embedder import Embedder
 
 # the training source that stands for each evaluated domain (reranker_data.SOURCES)
@@ -41,7 +41,7 @@ def run_lodo(
     settings: RampartSettings,
     embedder: Embedder,
     cfg: TrainConfig,
-    harness: Callable[[OnnxReranker], Harness],
+    harness: Callable[[Reranker | None], Harness],
     *,
     domains: Sequence[str] = DOMAIN_NAMES,
     command: str,
@@ -71,11 +71,9 @@ def run_lodo(
                 say=say,
                 progress=progress,
             )
-        r = settings.rerank
-        reranker = OnnxReranker.from_dir(
-            onnx_dir, variant=r.variant, max_length=r.max_length, threads=r.threads, parallel=r.parallel
-        )
-        row = domain_row(domain, harness(reranker))
+        # the fold's model through the stage's own factory, with every other rerank setting as served
+        fold = settings.rerank.model_copy(update={"model_dir": onnx_dir, "backend": "onnx", "enabled": True})
+        row = domain_row(domain, harness(build_reranker(fold, settings.models_dir)))
         tell(f"fold {name}: fused gain {row['gain_fused']:+.4f} (first stage {row['first_stage']:.4f})")
         rows.append({**row, "trained_on": fold_sources(name), "model_dir": str(onnx_dir)})
     worst = min(rows, key=lambda r: r["gain_fused"])

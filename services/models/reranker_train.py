@@ -62,7 +62,8 @@ class TrainConfig:
     val_fraction: float = 0.05
     checkpoint_every: int = 50
     # times each query of a source is seen per epoch: the small sources more, so that every domain
-    # weighs in (queries, not pairs, are the unit: a query with 40 judged documents is one group)
+    # weighs in (queries, not pairs, are the unit: a query with 40 judged documents is one group);
+    # twowiki's and classic's are a first choice, not tuned yet (issue 38's folds compare recipes)
     source_weights: dict[str, int] = field(
         default_factory=lambda: {"scifact": 2, "hotpotqa": 2, "nq": 1, "twowiki": 4, "classic": 2}
     )
